@@ -1,0 +1,85 @@
+// The differentiable ops users call: ts::relu(x), ts::conv2d(x, w, b), ... Each records
+// its backward when an input requires grad (see function.h). Tensor's methods and
+// operators call these.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "tessera/tensor/native.h"
+#include "tessera/tensor/size2.h"
+#include "tessera/tensor/tensor.h"
+
+namespace tessera {
+
+using native::Conv2dOptions;
+using native::DropoutKey;
+using native::Reduction;
+
+// Element-wise, with broadcasting.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& base, const Tensor& exponent);
+Tensor pow(const Tensor& base, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+// cond (uint8) ? a : b
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Comparisons: uint8 tensors of 0 and 1, not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+// Reductions; empty dims reduce everything.
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// Linear algebra.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias (bias optional), as torch.nn.functional.linear.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// Convolution and pooling, NCHW.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+// stride defaults to kernel_size, as in PyTorch.
+Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
+                  Size2 padding = 0);
+
+// Softmax family and losses.
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+struct NllLossOptions {
+  Tensor weight;  // per-class weights, optional
+  Reduction reduction = Reduction::mean;
+  int64_t ignore_index = -100;
+};
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options = {});
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const NllLossOptions& options = {});
+
+// Dropout: in training, zeroes elements with probability p (keyed by position, see
+// DropoutKey) and scales the rest by 1 / (1 - p); the identity otherwise.
+Tensor dropout(const Tensor& x, double p, bool training, const DropoutKey& key = {});
+
+// Joining.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+}  // namespace tessera

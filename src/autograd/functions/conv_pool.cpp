@@ -1,0 +1,39 @@
+// Differentiable conv2d and max_pool2d.
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/functions.h"
+
+namespace tessera {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::saved;
+using autograd::TensorList;
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  Tensor out = native::conv2d(input, weight, bias, options);
+  if (needs_grad({input, weight, bias})) {
+    record("Conv2dBackward", {input, weight, bias}, {out},
+           [x = saved(input), w = saved(weight), options, need_x = input.requires_grad(),
+            need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad()](const TensorList& g) {
+             TensorList grads(3);
+             if (need_x) grads[0] = native::conv2d_backward_input(g[0], w, x.sizes(), options);
+             if (need_w) grads[1] = native::conv2d_backward_weight(g[0], x, w.sizes(), options);
+             if (need_b) grads[2] = native::sum(g[0], {0, 2, 3}, false);
+             return grads;
+           });
+  }
+  return out;
+}
+
+Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride, Size2 padding) {
+  native::MaxPool2dOptions options{kernel_size, stride.value_or(kernel_size), padding};
+  auto [out, indices] = native::max_pool2d(input, options);
+  if (needs_grad({input})) {
+    record("MaxPool2dBackward", {input}, {out}, [indices = saved(indices), shape = input.sizes()](const TensorList& g) {
+      return TensorList{native::max_pool2d_backward(g[0], indices, shape)};
+    });
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,254 @@
+// Differentiable element-wise ops. Gradients of broadcast operands are summed back to
+// the operand's shape (native::sum_to).
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/functions.h"
+
+namespace tessera {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::saved;
+using autograd::TensorList;
+using native::BinaryOp;
+using native::UnaryOp;
+
+namespace {
+
+Tensor nmul(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::mul, a, b); }
+Tensor ndiv(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::div, a, b); }
+Tensor nmul(const Tensor& a, double b) { return native::binary(BinaryOp::mul, a, b); }
+
+// Records a one-input op whose gradient is g * local(x, y) for saved input x and output y.
+template <class Local>
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, Local local) {
+  Tensor y = native::unary(op, x);
+  if (needs_grad({x})) {
+    record(name, {x}, {y}, [x = saved(x), y = saved(y), local](const TensorList& g) {
+      return TensorList{local(g[0], x, y)};
+    });
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::add, a, b);
+  if (needs_grad({a, b})) {
+    record("AddBackward", {a, b}, {out}, [sa = a.sizes(), sb = b.sizes()](const TensorList& g) {
+      return TensorList{native::sum_to(g[0], sa), native::sum_to(g[0], sb)};
+    });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::sub, a, b);
+  if (needs_grad({a, b})) {
+    record("SubBackward", {a, b}, {out}, [sa = a.sizes(), sb = b.sizes()](const TensorList& g) {
+      return TensorList{native::sum_to(g[0], sa), native::sum_to(native::unary(UnaryOp::neg, g[0]), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::mul, a, b);
+  if (needs_grad({a, b})) {
+    record("MulBackward", {a, b}, {out},
+           [a = saved(a), b = saved(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const TensorList& g) {
+             return TensorList{need_a ? native::sum_to(nmul(g[0], b), a.sizes()) : Tensor(),
+                               need_b ? native::sum_to(nmul(g[0], a), b.sizes()) : Tensor()};
+           });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::div, a, b);
+  if (needs_grad({a, b})) {
+    record("DivBackward", {a, b}, {out},
+           [a = saved(a), b = saved(b), need_b = b.requires_grad()](const TensorList& g) {
+             Tensor grad_a = native::sum_to(ndiv(g[0], b), a.sizes());
+             if (!need_b) return TensorList{grad_a, Tensor()};
+             // d(a/b)/db = -a / b^2
+             Tensor grad_b = native::unary(UnaryOp::neg, ndiv(nmul(g[0], a), nmul(b, b)));
+             return TensorList{grad_a, native::sum_to(grad_b, b.sizes())};
+           });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& base, const Tensor& exponent) {
+  Tensor out = native::binary(BinaryOp::pow, base, exponent);
+  if (needs_grad({base, exponent})) {
+    record("PowBackward", {base, exponent}, {out},
+           [x = saved(base), e = saved(exponent), y = saved(out), need_e = exponent.requires_grad()](const TensorList& g) {
+             // d/dx = e * x^(e-1);  d/de = x^e * log(x)
+             Tensor grad_x = nmul(nmul(g[0], e), native::binary(BinaryOp::pow, x, native::binary(BinaryOp::sub, e, 1.0)));
+             Tensor grad_e;
+             if (need_e) grad_e = native::sum_to(nmul(nmul(g[0], y), native::unary(UnaryOp::log, x)), e.sizes());
+             return TensorList{native::sum_to(grad_x, x.sizes()), grad_e};
+           });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& base, double exponent) {
+  Tensor out = native::binary(BinaryOp::pow, base, exponent);
+  if (needs_grad({base})) {
+    record("PowBackward", {base}, {out}, [x = saved(base), exponent](const TensorList& g) {
+      Tensor local = nmul(native::binary(BinaryOp::pow, x, exponent - 1.0), exponent);
+      return TensorList{nmul(g[0], local)};
+    });
+  }
+  return out;
+}
+
+namespace {
+
+// maximum/minimum: the gradient goes to the chosen side; ties split it evenly (PyTorch).
+Tensor extremum(BinaryOp op, BinaryOp wins, const char* name, const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(op, a, b);
+  if (needs_grad({a, b})) {
+    record(name, {a, b}, {out}, [a = saved(a), b = saved(b), wins](const TensorList& g) {
+      Tensor half = native::full({}, 0.5, a.dtype(), a.device());
+      Tensor one = native::full({}, 1.0, a.dtype(), a.device());
+      Tensor zero = native::full({}, 0.0, a.dtype(), a.device());
+      Tensor tie = native::binary(BinaryOp::eq, a, b);
+      Tensor weight_a = native::where(native::binary(wins, a, b), one, native::where(tie, half, zero));
+      Tensor grad_a = nmul(g[0], weight_a);
+      Tensor grad_b = native::binary(BinaryOp::sub, g[0], grad_a);
+      return TensorList{native::sum_to(grad_a, a.sizes()), native::sum_to(grad_b, b.sizes())};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, BinaryOp::gt, "MaximumBackward", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, BinaryOp::lt, "MinimumBackward", a, b); }
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = native::binary(BinaryOp::add, a, b);
+  if (needs_grad({a})) record("AddBackward", {a}, {out}, [](const TensorList& g) { return TensorList{g[0]}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = native::binary(BinaryOp::mul, a, b);
+  if (needs_grad({a})) record("MulBackward", {a}, {out}, [b](const TensorList& g) { return TensorList{nmul(g[0], b)}; });
+  return out;
+}
+
+Tensor neg(const Tensor& x) {
+  return unary_op("NegBackward", UnaryOp::neg, x, [](const Tensor& g, const Tensor&, const Tensor&) {
+    return native::unary(UnaryOp::neg, g);
+  });
+}
+
+Tensor abs(const Tensor& x) {
+  return unary_op("AbsBackward", UnaryOp::abs, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return nmul(g, native::unary(UnaryOp::sign, x));
+  });
+}
+
+Tensor exp(const Tensor& x) {
+  return unary_op("ExpBackward", UnaryOp::exp, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return nmul(g, y); });
+}
+
+Tensor log(const Tensor& x) {
+  return unary_op("LogBackward", UnaryOp::log, x, [](const Tensor& g, const Tensor& x, const Tensor&) { return ndiv(g, x); });
+}
+
+Tensor sqrt(const Tensor& x) {
+  return unary_op("SqrtBackward", UnaryOp::sqrt, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return ndiv(g, nmul(y, 2.0));
+  });
+}
+
+Tensor relu(const Tensor& x) {
+  return unary_op("ReluBackward", UnaryOp::relu, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return native::relu_backward(g, y);
+  });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  return unary_op("SigmoidBackward", UnaryOp::sigmoid, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return nmul(g, nmul(y, native::binary(BinaryOp::sub, 1.0, y)));  // g * y * (1 - y)
+  });
+}
+
+Tensor tanh(const Tensor& x) {
+  return unary_op("TanhBackward", UnaryOp::tanh, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return nmul(g, native::binary(BinaryOp::sub, 1.0, nmul(y, y)));  // g * (1 - y^2)
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Tensor out = native::where(cond, a, b);
+  if (needs_grad({a, b})) {
+    record("WhereBackward", {a, b}, {out}, [cond = saved(cond), sa = a.sizes(), sb = b.sizes()](const TensorList& g) {
+      Tensor zero = native::full({}, 0.0, g[0].dtype(), g[0].device());
+      return TensorList{native::sum_to(native::where(cond, g[0], zero), sa),
+                        native::sum_to(native::where(cond, zero, g[0]), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::ge, a, b); }
+
+// Operators and methods.
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) {
+  Tensor out = native::binary(BinaryOp::div, a, b);  // a true division, as PyTorch does
+  if (needs_grad({a})) {
+    record("DivBackward", {a}, {out}, [b](const TensorList& g) { return TensorList{native::binary(BinaryOp::div, g[0], b)}; });
+  }
+  return out;
+}
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::div, a, b);
+  if (needs_grad({b})) {
+    record("DivBackward", {b}, {out}, [b = saved(b), y = saved(out)](const TensorList& g) {
+      return TensorList{native::unary(UnaryOp::neg, ndiv(nmul(g[0], y), b))};  // -a / b^2 = -y / b
+    });
+  }
+  return out;
+}
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+
+Tensor Tensor::neg() const { return tessera::neg(*this); }
+Tensor Tensor::abs() const { return tessera::abs(*this); }
+Tensor Tensor::exp() const { return tessera::exp(*this); }
+Tensor Tensor::log() const { return tessera::log(*this); }
+Tensor Tensor::sqrt() const { return tessera::sqrt(*this); }
+Tensor Tensor::relu() const { return tessera::relu(*this); }
+Tensor Tensor::sigmoid() const { return tessera::sigmoid(*this); }
+Tensor Tensor::tanh() const { return tessera::tanh(*this); }
+Tensor Tensor::pow(double exponent) const { return tessera::pow(*this, exponent); }
+Tensor Tensor::pow(const Tensor& exponent) const { return tessera::pow(*this, exponent); }
+
+}  // namespace tessera

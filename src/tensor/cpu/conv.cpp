@@ -1,0 +1,199 @@
+// 2-D convolution on the CPU as im2col + GEMM (and col2im for the input gradient).
+//
+// For one sample, im2col lays the input patches out as a [C*kh*kw, oh*ow] matrix, so the
+// convolution is W[O, C*kh*kw] * col. Samples are spread across threads, each with its own
+// column buffer; the GEMMs inside a thread then run single-threaded.
+#include <omp.h>
+
+#include <vector>
+
+#include "tessera/tensor/cpu/gemm.h"
+#include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::native {
+
+namespace {
+
+struct ConvGeometry {
+  int64_t batch, channels, height, width;
+  int64_t out_channels, kernel_h, kernel_w;
+  int64_t out_h, out_w;
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int64_t patch() const { return channels * kernel_h * kernel_w; }
+  int64_t positions() const { return out_h * out_w; }
+};
+
+ConvGeometry conv_geometry(const Shape& input, const Shape& weight, const Conv2dOptions& o) {
+  TS_CHECK(input.size() == 4, ShapeError, "conv2d: expected a 4-D input [N, C, H, W], got ", shape_str(input));
+  TS_CHECK(weight.size() == 4, ShapeError, "conv2d: expected a 4-D weight [O, C, kh, kw], got ", shape_str(weight));
+  TS_CHECK(input[1] == weight[1], ShapeError, "conv2d: input of shape ", shape_str(input), " has ", input[1],
+           " channels but weight of shape ", shape_str(weight), " expects ", weight[1]);
+  for (int i = 0; i < 2; ++i) {
+    TS_CHECK(o.stride[i] > 0 && o.dilation[i] > 0 && o.padding[i] >= 0, ValueError,
+             "conv2d: stride and dilation must be positive and padding non-negative");
+  }
+  ConvGeometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], 0, 0,
+                 o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0], o.dilation[1]};
+  g.out_h = (g.height + 2 * g.pad_h - g.dil_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
+  g.out_w = (g.width + 2 * g.pad_w - g.dil_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;
+  TS_CHECK(g.out_h > 0 && g.out_w > 0, ShapeError, "conv2d: input of shape ", shape_str(input),
+           " is too small for a kernel of shape ", shape_str(weight), " with this padding and dilation");
+  return g;
+}
+
+template <class T>
+void im2col(const T* image, const ConvGeometry& g, T* col) {
+  for (int64_t c = 0; c < g.channels; ++c) {
+    for (int64_t ki = 0; ki < g.kernel_h; ++ki) {
+      for (int64_t kj = 0; kj < g.kernel_w; ++kj) {
+        T* row = col + ((c * g.kernel_h + ki) * g.kernel_w + kj) * g.positions();
+        for (int64_t oy = 0; oy < g.out_h; ++oy) {
+          const int64_t y = oy * g.stride_h - g.pad_h + ki * g.dil_h;
+          T* out = row + oy * g.out_w;
+          if (y < 0 || y >= g.height) {
+            std::fill(out, out + g.out_w, T(0));
+            continue;
+          }
+          const T* in = image + (c * g.height + y) * g.width;
+          for (int64_t ox = 0; ox < g.out_w; ++ox) {
+            const int64_t x = ox * g.stride_w - g.pad_w + kj * g.dil_w;
+            out[ox] = (x >= 0 && x < g.width) ? in[x] : T(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: adds each column entry back onto the pixel it came from.
+template <class T>
+void col2im(const T* col, const ConvGeometry& g, T* image) {
+  std::fill(image, image + g.channels * g.height * g.width, T(0));
+  for (int64_t c = 0; c < g.channels; ++c) {
+    for (int64_t ki = 0; ki < g.kernel_h; ++ki) {
+      for (int64_t kj = 0; kj < g.kernel_w; ++kj) {
+        const T* row = col + ((c * g.kernel_h + ki) * g.kernel_w + kj) * g.positions();
+        for (int64_t oy = 0; oy < g.out_h; ++oy) {
+          const int64_t y = oy * g.stride_h - g.pad_h + ki * g.dil_h;
+          if (y < 0 || y >= g.height) continue;
+          T* out = image + (c * g.height + y) * g.width;
+          const T* in = row + oy * g.out_w;
+          for (int64_t ox = 0; ox < g.out_w; ++ox) {
+            const int64_t x = ox * g.stride_w - g.pad_w + kj * g.dil_w;
+            if (x >= 0 && x < g.width) out[x] += in[ox];
+          }
+        }
+      }
+    }
+  }
+}
+
+void check_conv_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "first operand");
+  check_defined(b, op, "second operand");
+  check_same_device(a, b, op);
+  check_same_dtype(a, b, op);
+  check_cpu(a, op);
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& options) {
+  check_conv_operands(input_in, weight_in, "conv2d");
+  ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
+  if (bias_in.defined()) {
+    check_same_dtype(input_in, bias_in, "conv2d");
+    TS_CHECK(bias_in.dim() == 1 && bias_in.size(0) == g.out_channels, ShapeError, "conv2d: bias of shape ",
+             shape_str(bias_in.sizes()), " does not match ", g.out_channels, " output channels");
+  }
+  Tensor input = contiguous(input_in), weight = contiguous(weight_in);
+  Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, input.dtype(), input.device());
+  dispatch_floating(input.dtype(), "conv2d", [&]<class T>() {
+    const T* x = static_cast<const T*>(input.data_ptr());
+    const T* w = static_cast<const T*>(weight.data_ptr());
+    const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+    T* y = out.data_ptr<T>();
+    const int64_t positions = g.positions(), patch = g.patch();
+#pragma omp parallel
+    {
+      std::vector<T> col(static_cast<size_t>(patch * positions));
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < g.batch; ++n) {
+        im2col(x + n * g.channels * g.height * g.width, g, col.data());
+        T* yn = y + n * g.out_channels * positions;
+        T beta = T(0);
+        if (b != nullptr) {
+          for (int64_t o = 0; o < g.out_channels; ++o) std::fill(yn + o * positions, yn + (o + 1) * positions, b[o]);
+          beta = T(1);
+        }
+        cpu::gemm<T>(false, false, g.out_channels, positions, patch, T(1), w, patch, col.data(), positions, beta, yn,
+                     positions);
+      }
+    }
+  });
+  return out;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_in, const Shape& input_shape,
+                             const Conv2dOptions& options) {
+  check_conv_operands(grad_output_in, weight_in, "conv2d_backward_input");
+  ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
+  Tensor grad_output = contiguous(grad_output_in), weight = contiguous(weight_in);
+  Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
+  dispatch_floating(grad_output.dtype(), "conv2d_backward_input", [&]<class T>() {
+    const T* dy = static_cast<const T*>(grad_output.data_ptr());
+    const T* w = static_cast<const T*>(weight.data_ptr());
+    T* dx = grad_input.data_ptr<T>();
+    const int64_t positions = g.positions(), patch = g.patch();
+#pragma omp parallel
+    {
+      std::vector<T> col(static_cast<size_t>(patch * positions));
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < g.batch; ++n) {
+        // col[patch, L] = W^T[patch, O] * dY[O, L]
+        cpu::gemm<T>(true, false, patch, positions, g.out_channels, T(1), w, patch,
+                     dy + n * g.out_channels * positions, positions, T(0), col.data(), positions);
+        col2im(col.data(), g, dx + n * g.channels * g.height * g.width);
+      }
+    }
+  });
+  return grad_input;
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_in, const Shape& weight_shape,
+                              const Conv2dOptions& options) {
+  check_conv_operands(grad_output_in, input_in, "conv2d_backward_weight");
+  ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
+  Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
+  Tensor grad_weight = zeros(weight_shape, input.dtype(), input.device());
+  dispatch_floating(input.dtype(), "conv2d_backward_weight", [&]<class T>() {
+    const T* dy = static_cast<const T*>(grad_output.data_ptr());
+    const T* x = static_cast<const T*>(input.data_ptr());
+    T* dw = grad_weight.data_ptr<T>();
+    const int64_t positions = g.positions(), patch = g.patch();
+    const int threads = std::min<int64_t>(omp_get_max_threads(), g.batch);
+    // Each thread accumulates its samples into its own buffer; the buffers are summed after.
+    std::vector<std::vector<T>> partial(static_cast<size_t>(threads));
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<T>& mine = partial[omp_get_thread_num()];
+      mine.assign(static_cast<size_t>(g.out_channels * patch), T(0));
+      std::vector<T> col(static_cast<size_t>(patch * positions));
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < g.batch; ++n) {
+        im2col(x + n * g.channels * g.height * g.width, g, col.data());
+        // dW[O, patch] += dY[O, L] * col^T[L, patch]
+        cpu::gemm<T>(false, true, g.out_channels, patch, positions, T(1), dy + n * g.out_channels * positions,
+                     positions, col.data(), positions, T(1), mine.data(), patch);
+      }
+    }
+    for (const auto& buffer : partial) {
+      for (size_t i = 0; i < buffer.size(); ++i) dw[i] += buffer[i];
+    }
+  });
+  return grad_weight;
+}
+
+}  // namespace tessera::native

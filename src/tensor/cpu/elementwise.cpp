@@ -1,0 +1,267 @@
+// Element-wise unary and binary kernels on the CPU, with broadcasting.
+#include <cmath>
+
+#include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::native {
+
+const char* op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::abs: return "abs";
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::relu: return "relu";
+    case UnaryOp::sigmoid: return "sigmoid";
+    case UnaryOp::tanh: return "tanh";
+    case UnaryOp::sign: return "sign";
+    case UnaryOp::reciprocal: return "reciprocal";
+  }
+  return "unary";
+}
+
+const char* op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+    case BinaryOp::pow: return "pow";
+    case BinaryOp::maximum: return "maximum";
+    case BinaryOp::minimum: return "minimum";
+    case BinaryOp::eq: return "eq";
+    case BinaryOp::ne: return "ne";
+    case BinaryOp::lt: return "lt";
+    case BinaryOp::le: return "le";
+    case BinaryOp::gt: return "gt";
+    case BinaryOp::ge: return "ge";
+  }
+  return "binary";
+}
+
+namespace {
+
+bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+
+template <class T>
+T apply_unary(UnaryOp op, T x) {
+  switch (op) {
+    case UnaryOp::neg: return static_cast<T>(-x);
+    case UnaryOp::abs:
+      if constexpr (std::is_unsigned_v<T>) return x; else return x < 0 ? static_cast<T>(-x) : x;
+    case UnaryOp::sign: return static_cast<T>((x > T(0)) - (x < T(0)));
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case UnaryOp::exp: return std::exp(x);
+      case UnaryOp::log: return std::log(x);
+      case UnaryOp::sqrt: return std::sqrt(x);
+      case UnaryOp::relu: return x > T(0) ? x : T(0);
+      case UnaryOp::sigmoid: return T(1) / (T(1) + std::exp(-x));
+      case UnaryOp::tanh: return std::tanh(x);
+      case UnaryOp::reciprocal: return T(1) / x;
+      default: break;
+    }
+  }
+  return x;
+}
+
+template <class T>
+T apply_arithmetic(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::add: return static_cast<T>(a + b);
+    case BinaryOp::sub: return static_cast<T>(a - b);
+    case BinaryOp::mul: return static_cast<T>(a * b);
+    case BinaryOp::div: return static_cast<T>(a / b);
+    case BinaryOp::pow:
+      if constexpr (std::is_floating_point_v<T>) return std::pow(a, b); else return static_cast<T>(std::pow(a, b));
+    case BinaryOp::maximum:
+      if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+      return a > b ? a : b;
+    case BinaryOp::minimum:
+      if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+      return a < b ? a : b;
+    default: return a;
+  }
+}
+
+template <class T>
+uint8_t apply_comparison(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::eq: return a == b;
+    case BinaryOp::ne: return a != b;
+    case BinaryOp::lt: return a < b;
+    case BinaryOp::le: return a <= b;
+    case BinaryOp::gt: return a > b;
+    case BinaryOp::ge: return a >= b;
+    default: return 0;
+  }
+}
+
+// out = f(a, b) over `out`'s shape; the common cases (contiguous, one side a scalar) get
+// their own loops so the compiler vectorises them.
+template <class Out, class In, class F>
+void binary_loop(Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  auto it = cpu::make_iteration<3>(out.sizes(), {&out, &a, &b});
+  Out* po = static_cast<Out*>(out.data_ptr());
+  const In* pa = static_cast<const In*>(a.data_ptr());
+  const In* pb = static_cast<const In*>(b.data_ptr());
+  cpu::for_each_row(it, [&](const std::array<int64_t, 3>& offsets, int64_t n, const std::array<int64_t, 3>& st) {
+    Out* o = po + offsets[0];
+    const In* x = pa + offsets[1];
+    const In* y = pb + offsets[2];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+      const In v = *y;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], v);
+    } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+      const In v = *x;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(v, y[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
+    }
+  });
+}
+
+template <class T>
+void binary_into(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
+  // One switch outside the loop, so each inner loop is a fixed operation.
+  switch (op) {
+    case BinaryOp::add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
+    case BinaryOp::sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
+    case BinaryOp::mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
+    case BinaryOp::div: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x / y); });
+    default:
+      if (is_comparison(op)) {
+        return binary_loop<uint8_t, T>(out, a, b, [op](T x, T y) { return apply_comparison(op, x, y); });
+      }
+      return binary_loop<T, T>(out, a, b, [op](T x, T y) { return apply_arithmetic(op, x, y); });
+  }
+}
+
+void check_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_defined(a, op_name(op), "first operand");
+  check_defined(b, op_name(op), "second operand");
+  check_same_device(a, b, op_name(op));
+  check_same_dtype(a, b, op_name(op));
+  check_cpu(a, op_name(op));
+  TS_CHECK(op != BinaryOp::pow || is_floating(a.dtype()), DTypeError, "pow: expected floating tensors, got ",
+           dtype_name(a.dtype()));
+}
+
+}  // namespace
+
+Tensor unary(UnaryOp op, const Tensor& self) {
+  check_defined(self, op_name(op));
+  check_cpu(self, op_name(op));
+  bool integer_ok = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign;
+  TS_CHECK(integer_ok || is_floating(self.dtype()), DTypeError, op_name(op),
+           ": expected a floating tensor, got ", dtype_name(self.dtype()));
+  Tensor out = empty(self.sizes(), self.dtype(), self.device());
+  dispatch_numeric(self.dtype(), op_name(op), [&]<class T>() {
+    auto it = cpu::make_iteration<2>(out.sizes(), {&out, &self});
+    T* po = out.data_ptr<T>();
+    const T* pi = static_cast<const T*>(self.data_ptr());
+    cpu::for_each_row(it, [&](const std::array<int64_t, 2>& offsets, int64_t n, const std::array<int64_t, 2>& st) {
+      T* o = po + offsets[0];
+      const T* x = pi + offsets[1];
+      if (st[0] == 1 && st[1] == 1) {
+        switch (op) {  // the hot ones get a fixed loop
+          case UnaryOp::relu:
+            for (int64_t i = 0; i < n; ++i) o[i] = x[i] > T(0) ? x[i] : T(0);
+            return;
+          case UnaryOp::neg:
+            for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(-x[i]);
+            return;
+          default:
+            for (int64_t i = 0; i < n; ++i) o[i] = apply_unary(op, x[i]);
+            return;
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = apply_unary(op, x[i * st[1]]);
+    });
+  });
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_binary(op, a, b);
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
+  Tensor out = empty(shape, is_comparison(op) ? DType::u8 : a.dtype(), a.device());
+  dispatch_numeric(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, out, a, b); });
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, double b) {
+  check_defined(a, op_name(op));
+  return binary(op, a, full({}, b, a.dtype(), a.device()));
+}
+
+Tensor binary(BinaryOp op, double a, const Tensor& b) {
+  check_defined(b, op_name(op));
+  return binary(op, full({}, a, b.dtype(), b.device()), b);
+}
+
+void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
+  check_binary(op, a, b);
+  TS_CHECK(!is_comparison(op), ValueError, op_name(op), "_: comparisons have no in-place form");
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
+  TS_CHECK(shape == a.sizes(), ShapeError, op_name(op), "_: operand of shape ", shape_str(b.sizes()),
+           " does not broadcast to the in-place shape ", shape_str(a.sizes()));
+  dispatch_numeric(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, a, a, b); });
+}
+
+void binary_(BinaryOp op, Tensor& a, double b) {
+  check_defined(a, op_name(op));
+  binary_(op, a, full({}, b, a.dtype(), a.device()));
+}
+
+void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
+  check_binary(BinaryOp::add, self, other);
+  Shape shape = broadcast_shapes(self.sizes(), other.sizes(), "add_");
+  TS_CHECK(shape == self.sizes(), ShapeError, "add_: operand of shape ", shape_str(other.sizes()),
+           " does not broadcast to the in-place shape ", shape_str(self.sizes()));
+  dispatch_numeric(self.dtype(), "add_", [&]<class T>() {
+    const T scale = static_cast<T>(alpha);
+    binary_loop<T, T>(self, self, other, [scale](T x, T y) { return static_cast<T>(x + scale * y); });
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_binary(BinaryOp::add, a, b);
+  check_same_device(cond, a, "where");
+  TS_CHECK(cond.dtype() == DType::u8, DTypeError, "where: condition must be uint8, got ", dtype_name(cond.dtype()));
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Tensor out = empty(shape, a.dtype(), a.device());
+  dispatch_numeric(a.dtype(), "where", [&]<class T>() {
+    auto it = cpu::make_iteration<4>(shape, {&out, &cond, &a, &b});
+    T* po = out.data_ptr<T>();
+    const uint8_t* pc = static_cast<const uint8_t*>(cond.data_ptr());
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    cpu::for_each_row(it, [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
+      for (int64_t i = 0; i < n; ++i) {
+        po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+      }
+    });
+  });
+  return out;
+}
+
+Tensor relu_backward(const Tensor& grad, const Tensor& input) {
+  check_binary(BinaryOp::mul, grad, input);
+  TS_CHECK(grad.sizes() == input.sizes(), ShapeError, "relu_backward: gradient shape ", shape_str(grad.sizes()),
+           " differs from input shape ", shape_str(input.sizes()));
+  Tensor out = empty(grad.sizes(), grad.dtype(), grad.device());
+  dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
+    binary_loop<T, T>(out, grad, input, [](T g, T x) { return x > T(0) ? g : T(0); });
+  });
+  return out;
+}
+
+}  // namespace tessera::native

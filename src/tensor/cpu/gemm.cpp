@@ -1,0 +1,58 @@
+#include "tessera/tensor/cpu/gemm.h"
+
+#include <Eigen/Core>
+
+namespace tessera::cpu {
+
+namespace {
+
+template <class T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ConstMap = Eigen::Map<const RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using Map = Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+template <class T, class A, class B>
+void multiply_into(Map<T>& c, const A& a, const B& b, T alpha, T beta) {
+  if (beta == T(0)) {
+    if (alpha == T(1)) {
+      c.noalias() = a * b;
+    } else {
+      c.noalias() = alpha * (a * b);
+    }
+  } else {
+    if (beta != T(1)) c *= beta;
+    if (alpha == T(1)) {
+      c.noalias() += a * b;
+    } else {
+      c.noalias() += alpha * (a * b);
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  Map<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
+  if (k == 0) {
+    if (beta == T(0)) cm.setZero(); else cm *= beta;
+    return;
+  }
+  ConstMap<T> am(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
+  ConstMap<T> bm(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
+  if (!trans_a && !trans_b) multiply_into<T>(cm, am, bm, alpha, beta);
+  if (!trans_a && trans_b) multiply_into<T>(cm, am, bm.transpose(), alpha, beta);
+  if (trans_a && !trans_b) multiply_into<T>(cm, am.transpose(), bm, alpha, beta);
+  if (trans_a && trans_b) multiply_into<T>(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                          int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
+                           int64_t, double, double*, int64_t);
+
+}  // namespace tessera::cpu

@@ -1,0 +1,15 @@
+// General matrix multiply on the CPU (Eigen), the workhorse behind matmul, linear and
+// im2col convolution. Row-major operands with explicit leading dimensions:
+//   C[m, n] = alpha * op(A) * op(B) + beta * C,   op(X) = X or X^T
+// A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k] when trans_b).
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::cpu {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+}  // namespace tessera::cpu

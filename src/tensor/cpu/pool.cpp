@@ -1,0 +1,86 @@
+// 2-D max pooling on the CPU. Indices are flat positions (h * W + w) within each input
+// plane, as PyTorch returns them; padding acts as -infinity.
+#include <cmath>
+#include <limits>
+
+#include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::native {
+
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOptions& o) {
+  check_defined(input_in, "max_pool2d");
+  check_cpu(input_in, "max_pool2d");
+  TS_CHECK(input_in.dim() == 4, ShapeError, "max_pool2d: expected a 4-D input [N, C, H, W], got ",
+           shape_str(input_in.sizes()));
+  for (int i = 0; i < 2; ++i) {
+    TS_CHECK(o.kernel[i] > 0 && o.stride[i] > 0, ValueError, "max_pool2d: kernel and stride must be positive");
+    TS_CHECK(o.padding[i] >= 0 && o.padding[i] * 2 <= o.kernel[i], ValueError,
+             "max_pool2d: padding must be at most half the kernel size, got padding ", o.padding[i],
+             " for kernel ", o.kernel[i]);
+  }
+  Tensor input = contiguous(input_in);
+  const int64_t planes = input.size(0) * input.size(1), height = input.size(2), width = input.size(3);
+  const int64_t out_h = (height + 2 * o.padding[0] - o.kernel[0]) / o.stride[0] + 1;
+  const int64_t out_w = (width + 2 * o.padding[1] - o.kernel[1]) / o.stride[1] + 1;
+  TS_CHECK(out_h > 0 && out_w > 0, ShapeError, "max_pool2d: input of shape ", shape_str(input.sizes()),
+           " is smaller than the kernel");
+  Tensor out = empty({input.size(0), input.size(1), out_h, out_w}, input.dtype(), input.device());
+  Tensor indices = empty(out.sizes(), DType::i64, input.device());
+  dispatch_floating(input.dtype(), "max_pool2d", [&]<class T>() {
+    const T* x = static_cast<const T*>(input.data_ptr());
+    T* y = out.data_ptr<T>();
+    int64_t* idx = indices.data_ptr<int64_t>();
+#pragma omp parallel for if (planes * height * width > cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* plane = x + p * height * width;
+      for (int64_t oy = 0; oy < out_h; ++oy) {
+        const int64_t y0 = oy * o.stride[0] - o.padding[0];
+        for (int64_t ox = 0; ox < out_w; ++ox) {
+          const int64_t x0 = ox * o.stride[1] - o.padding[1];
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t best_index = -1;
+          for (int64_t ky = std::max<int64_t>(y0, 0); ky < std::min(y0 + o.kernel[0], height); ++ky) {
+            for (int64_t kx = std::max<int64_t>(x0, 0); kx < std::min(x0 + o.kernel[1], width); ++kx) {
+              const T v = plane[ky * width + kx];
+              if (v > best || std::isnan(v) || best_index < 0) {
+                best = v;
+                best_index = ky * width + kx;
+                if (std::isnan(v)) goto done;
+              }
+            }
+          }
+        done:
+          y[(p * out_h + oy) * out_w + ox] = best;
+          idx[(p * out_h + oy) * out_w + ox] = best_index;
+        }
+      }
+    }
+  });
+  return {out, indices};
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_output_in, const Tensor& indices_in, const Shape& input_shape) {
+  check_defined(grad_output_in, "max_pool2d_backward");
+  check_cpu(grad_output_in, "max_pool2d_backward");
+  TS_CHECK(grad_output_in.sizes() == indices_in.sizes(), ShapeError, "max_pool2d_backward: gradient of shape ",
+           shape_str(grad_output_in.sizes()), " does not match indices of shape ", shape_str(indices_in.sizes()));
+  Tensor grad_output = contiguous(grad_output_in), indices = contiguous(indices_in);
+  Tensor grad_input = zeros(input_shape, grad_output.dtype(), grad_output.device());
+  const int64_t planes = input_shape[0] * input_shape[1];
+  const int64_t in_plane = input_shape[2] * input_shape[3];
+  const int64_t out_plane = grad_output.size(2) * grad_output.size(3);
+  dispatch_floating(grad_output.dtype(), "max_pool2d_backward", [&]<class T>() {
+    const T* dy = static_cast<const T*>(grad_output.data_ptr());
+    const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
+    T* dx = grad_input.data_ptr<T>();
+#pragma omp parallel for if (planes * in_plane > cpu::kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t i = 0; i < out_plane; ++i) dx[p * in_plane + idx[p * out_plane + i]] += dy[p * out_plane + i];
+    }
+  });
+  return grad_input;
+}
+
+}  // namespace tessera::native

@@ -1,0 +1,199 @@
+// Reductions on the CPU. The input is arranged as [outer, inner] with the reduced dims
+// inner (a copy only when they are neither a suffix nor a prefix of the dims); sums of
+// float accumulate in double.
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::native {
+
+namespace {
+
+struct ReductionPlan {
+  std::vector<bool> reduced;  // per input dim
+  Shape out_shape;            // with keepdim applied
+  Shape kept_shape;           // kept dims only
+  int64_t outer = 1, inner = 1;
+};
+
+ReductionPlan plan_reduction(const Tensor& self, const Shape& dims, bool keepdim, std::string_view op) {
+  ReductionPlan plan;
+  plan.reduced.assign(self.dim(), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, self.dim(), op);
+    TS_CHECK(!plan.reduced[w] || dims.empty(), ValueError, op, ": dim ", w, " appears twice in ", shape_str(dims));
+    if (self.dim() > 0) plan.reduced[w] = true;
+  }
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    int64_t size = self.sizes()[d];
+    if (plan.reduced[d]) {
+      plan.inner *= size;
+      if (keepdim) plan.out_shape.push_back(1);
+    } else {
+      plan.outer *= size;
+      plan.out_shape.push_back(size);
+      plan.kept_shape.push_back(size);
+    }
+  }
+  return plan;
+}
+
+// `self` laid out as a contiguous [outer, inner] matrix (reduced dims inner).
+Tensor as_outer_inner(const Tensor& self, const ReductionPlan& plan) {
+  Shape order;
+  for (int64_t d = 0; d < self.dim(); ++d) if (!plan.reduced[d]) order.push_back(d);
+  for (int64_t d = 0; d < self.dim(); ++d) if (plan.reduced[d]) order.push_back(d);
+  return contiguous(permute(self, order));
+}
+
+// True when the reduced dims are exactly the leading dims and the tensor is contiguous:
+// then the input is [inner, outer] row-major and rows can be accumulated directly.
+bool reduces_prefix(const Tensor& self, const ReductionPlan& plan) {
+  if (!self.is_contiguous()) return false;
+  bool in_prefix = true;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (plan.reduced[d] && !in_prefix) return false;
+    if (!plan.reduced[d]) in_prefix = false;
+  }
+  return plan.outer > 1 && plan.inner > 1;
+}
+
+template <class T>
+using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <class T>
+void sum_kernel(const Tensor& self, const ReductionPlan& plan, Tensor& out) {
+  T* po = out.data_ptr<T>();
+  const int64_t outer = plan.outer, inner = plan.inner;
+  if (reduces_prefix(self, plan)) {
+    const T* x = static_cast<const T*>(self.data_ptr());
+    constexpr int64_t kBlock = 256;  // columns per task; the accumulators stay in L1
+    const int64_t blocks = (outer + kBlock - 1) / kBlock;
+#pragma omp parallel for if (outer * inner > cpu::kParallelGrain && blocks > 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t begin = b * kBlock, end = std::min(outer, begin + kBlock);
+      Accumulator<T> acc[kBlock] = {};
+      for (int64_t r = 0; r < inner; ++r) {
+        const T* row = x + r * outer;
+        for (int64_t j = begin; j < end; ++j) acc[j - begin] += row[j];
+      }
+      for (int64_t j = begin; j < end; ++j) po[j] = static_cast<T>(acc[j - begin]);
+    }
+    return;
+  }
+  Tensor matrix = as_outer_inner(self, plan);
+  const T* x = static_cast<const T*>(matrix.data_ptr());
+#pragma omp parallel for if (outer * inner > cpu::kParallelGrain && outer > 1)
+  for (int64_t i = 0; i < outer; ++i) {
+    Accumulator<T> acc = 0;
+    const T* row = x + i * inner;
+    for (int64_t k = 0; k < inner; ++k) acc += row[k];
+    po[i] = static_cast<T>(acc);
+  }
+}
+
+template <class T>
+bool greater_or_nan(T candidate, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(best)) return false;
+    if (std::isnan(candidate)) return true;
+  }
+  return candidate > best;
+}
+
+// Max and first index of the max (NaN counts as the max, as in PyTorch) of each row.
+template <class T>
+void max_kernel(const Tensor& self, const ReductionPlan& plan, T* values, int64_t* indices) {
+  Tensor matrix = as_outer_inner(self, plan);
+  const T* x = static_cast<const T*>(matrix.data_ptr());
+  const int64_t outer = plan.outer, inner = plan.inner;
+#pragma omp parallel for if (outer * inner > cpu::kParallelGrain && outer > 1)
+  for (int64_t i = 0; i < outer; ++i) {
+    const T* row = x + i * inner;
+    T best = row[0];
+    int64_t best_index = 0;
+    for (int64_t k = 1; k < inner; ++k) {
+      if (greater_or_nan(row[k], best)) {
+        best = row[k];
+        best_index = k;
+      }
+    }
+    if (values) values[i] = best;
+    if (indices) indices[i] = best_index;
+  }
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) {
+  check_defined(self, "sum");
+  check_cpu(self, "sum");
+  ReductionPlan plan = plan_reduction(self, dims, keepdim, "sum");
+  DType out_dtype = is_floating(self.dtype()) ? self.dtype() : DType::i64;
+  Tensor out = empty(plan.out_shape, out_dtype, self.device());
+  if (plan.inner == 0) {
+    fill_(out, 0.0);
+    return out;
+  }
+  if (!is_floating(self.dtype())) {  // integers sum in int64, as in PyTorch
+    sum_kernel<int64_t>(to_dtype(self, DType::i64), plan, out);
+    return out;
+  }
+  dispatch_floating(self.dtype(), "sum", [&]<class T>() { sum_kernel<T>(self, plan, out); });
+  return out;
+}
+
+Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
+  check_defined(self, "amax");
+  check_cpu(self, "amax");
+  ReductionPlan plan = plan_reduction(self, dims, keepdim, "amax");
+  TS_CHECK(plan.inner > 0, ValueError, "amax: cannot reduce over an empty dimension of shape ",
+           shape_str(self.sizes()));
+  Tensor out = empty(plan.out_shape, self.dtype(), self.device());
+  dispatch_numeric(self.dtype(), "amax", [&]<class T>() { max_kernel<T>(self, plan, out.data_ptr<T>(), nullptr); });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
+  check_defined(self, "max");
+  check_cpu(self, "max");
+  ReductionPlan plan = plan_reduction(self, {wrap_dim(dim, self.dim(), "max")}, keepdim, "max");
+  TS_CHECK(plan.inner > 0, ValueError, "max: cannot reduce over an empty dimension of shape ",
+           shape_str(self.sizes()));
+  Tensor values = empty(plan.out_shape, self.dtype(), self.device());
+  Tensor indices = empty(plan.out_shape, DType::i64, self.device());
+  dispatch_numeric(self.dtype(), "max", [&]<class T>() {
+    max_kernel<T>(self, plan, values.data_ptr<T>(), indices.data_ptr<int64_t>());
+  });
+  return {values, indices};
+}
+
+Tensor argmax(const Tensor& self, int64_t dim, bool keepdim) {
+  return std::get<1>(max_dim(self, dim, keepdim));
+}
+
+Tensor sum_to(const Tensor& self, const Shape& shape) {
+  if (self.sizes() == shape) return self;
+  TS_CHECK(self.sizes().size() >= shape.size(), ShapeError, "sum_to: cannot reduce shape ",
+           shape_str(self.sizes()), " to ", shape_str(shape));
+  size_t lead = self.sizes().size() - shape.size();
+  Shape dims;
+  for (size_t i = 0; i < self.sizes().size(); ++i) {
+    if (i < lead) {
+      dims.push_back(static_cast<int64_t>(i));
+    } else if (shape[i - lead] == 1 && self.sizes()[i] != 1) {
+      dims.push_back(static_cast<int64_t>(i));
+    } else {
+      TS_CHECK(shape[i - lead] == self.sizes()[i], ShapeError, "sum_to: cannot reduce shape ",
+               shape_str(self.sizes()), " to ", shape_str(shape));
+    }
+  }
+  if (dims.empty()) return view(self, shape);
+  return view(sum(self, dims, true), shape);
+}
+
+}  // namespace tessera::native

@@ -1,0 +1,197 @@
+// Softmax, log-softmax and the negative log-likelihood loss on the CPU.
+//
+// The softmax dim is addressed as [outer, dim, inner]: element (o, d, i) sits at
+// (o * dim + d) * inner + i of the contiguous input. Row statistics run in double.
+#include <cmath>
+#include <limits>
+
+#include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::native {
+
+namespace {
+
+struct SoftmaxLayout {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+SoftmaxLayout softmax_layout(const Tensor& self, int64_t dim, const char* op) {
+  SoftmaxLayout layout;
+  if (self.dim() == 0) return layout;
+  int64_t d = wrap_dim(dim, self.dim(), op);
+  for (int64_t i = 0; i < d; ++i) layout.outer *= self.size(i);
+  layout.size = self.size(d);
+  for (int64_t i = d + 1; i < self.dim(); ++i) layout.inner *= self.size(i);
+  return layout;
+}
+
+template <class T, bool Log>
+void softmax_forward(const T* x, T* y, const SoftmaxLayout& l) {
+#pragma omp parallel for collapse(2) if (l.outer * l.size * l.inner > cpu::kParallelGrain)
+  for (int64_t o = 0; o < l.outer; ++o) {
+    for (int64_t i = 0; i < l.inner; ++i) {
+      const T* in = x + o * l.size * l.inner + i;
+      T* out = y + o * l.size * l.inner + i;
+      T max_value = -std::numeric_limits<T>::infinity();
+      for (int64_t d = 0; d < l.size; ++d) max_value = std::max(max_value, in[d * l.inner]);
+      double total = 0;
+      for (int64_t d = 0; d < l.size; ++d) total += std::exp(static_cast<double>(in[d * l.inner] - max_value));
+      if constexpr (Log) {
+        const T log_total = static_cast<T>(std::log(total));
+        for (int64_t d = 0; d < l.size; ++d) out[d * l.inner] = in[d * l.inner] - max_value - log_total;
+      } else {
+        const double scale = 1.0 / total;
+        for (int64_t d = 0; d < l.size; ++d) {
+          out[d * l.inner] = static_cast<T>(std::exp(static_cast<double>(in[d * l.inner] - max_value)) * scale);
+        }
+      }
+    }
+  }
+}
+
+// log_softmax: dx = dy - exp(y) * sum(dy);  softmax: dx = y * (dy - sum(dy * y)).
+template <class T, bool Log>
+void softmax_backward_kernel(const T* dy, const T* y, T* dx, const SoftmaxLayout& l) {
+#pragma omp parallel for collapse(2) if (l.outer * l.size * l.inner > cpu::kParallelGrain)
+  for (int64_t o = 0; o < l.outer; ++o) {
+    for (int64_t i = 0; i < l.inner; ++i) {
+      const int64_t base = o * l.size * l.inner + i;
+      double total = 0;
+      for (int64_t d = 0; d < l.size; ++d) {
+        const int64_t at = base + d * l.inner;
+        total += Log ? static_cast<double>(dy[at]) : static_cast<double>(dy[at]) * y[at];
+      }
+      for (int64_t d = 0; d < l.size; ++d) {
+        const int64_t at = base + d * l.inner;
+        if constexpr (Log) {
+          dx[at] = static_cast<T>(dy[at] - std::exp(static_cast<double>(y[at])) * total);
+        } else {
+          dx[at] = static_cast<T>(y[at] * (dy[at] - total));
+        }
+      }
+    }
+  }
+}
+
+template <bool Log>
+Tensor softmax_impl(const Tensor& self_in, int64_t dim, const char* op) {
+  check_defined(self_in, op);
+  check_cpu(self_in, op);
+  Tensor self = contiguous(self_in);
+  SoftmaxLayout layout = softmax_layout(self, dim, op);
+  Tensor out = empty(self.sizes(), self.dtype(), self.device());
+  dispatch_floating(self.dtype(), op, [&]<class T>() {
+    softmax_forward<T, Log>(static_cast<const T*>(self.data_ptr()), out.data_ptr<T>(), layout);
+  });
+  return out;
+}
+
+template <bool Log>
+Tensor softmax_backward_impl(const Tensor& grad_in, const Tensor& output_in, int64_t dim, const char* op) {
+  check_defined(grad_in, op);
+  check_cpu(grad_in, op);
+  check_same_dtype(grad_in, output_in, op);
+  TS_CHECK(grad_in.sizes() == output_in.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad_in.sizes()),
+           " does not match output of shape ", shape_str(output_in.sizes()));
+  Tensor grad = contiguous(grad_in), output = contiguous(output_in);
+  SoftmaxLayout layout = softmax_layout(output, dim, op);
+  Tensor grad_input = empty(output.sizes(), output.dtype(), output.device());
+  dispatch_floating(output.dtype(), op, [&]<class T>() {
+    softmax_backward_kernel<T, Log>(static_cast<const T*>(grad.data_ptr()), static_cast<const T*>(output.data_ptr()),
+                                    grad_input.data_ptr<T>(), layout);
+  });
+  return grad_input;
+}
+
+void check_nll_operands(const Tensor& log_probs, const Tensor& target, const Tensor& weight) {
+  check_defined(log_probs, "nll_loss", "input");
+  check_defined(target, "nll_loss", "target");
+  check_cpu(log_probs, "nll_loss");
+  check_same_device(log_probs, target, "nll_loss");
+  TS_CHECK(log_probs.dim() == 2, ShapeError, "nll_loss: expected input of shape [N, C], got ",
+           shape_str(log_probs.sizes()));
+  TS_CHECK(target.dtype() == DType::i64, DTypeError, "nll_loss: target must be int64, got ",
+           dtype_name(target.dtype()));
+  TS_CHECK(target.dim() == 1 && target.size(0) == log_probs.size(0), ShapeError, "nll_loss: target of shape ",
+           shape_str(target.sizes()), " does not match input of shape ", shape_str(log_probs.sizes()));
+  if (weight.defined()) {
+    check_same_dtype(log_probs, weight, "nll_loss");
+    TS_CHECK(weight.dim() == 1 && weight.size(0) == log_probs.size(1), ShapeError, "nll_loss: weight of shape ",
+             shape_str(weight.sizes()), " does not match ", log_probs.size(1), " classes");
+  }
+}
+
+}  // namespace
+
+Tensor log_softmax(const Tensor& self, int64_t dim) { return softmax_impl<true>(self, dim, "log_softmax"); }
+Tensor softmax(const Tensor& self, int64_t dim) { return softmax_impl<false>(self, dim, "softmax"); }
+
+Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_impl<true>(grad_output, output, dim, "log_softmax_backward");
+}
+
+Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_impl<false>(grad_output, output, dim, "softmax_backward");
+}
+
+std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Tensor& weight_in,
+                                    Reduction reduction, int64_t ignore_index) {
+  check_nll_operands(log_probs_in, target_in, weight_in);
+  Tensor log_probs = contiguous(log_probs_in), target = contiguous(target_in);
+  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+  Tensor loss = reduction == Reduction::none ? empty({rows}, log_probs.dtype(), log_probs.device())
+                                             : empty({}, log_probs.dtype(), log_probs.device());
+  Tensor total_weight = empty({}, log_probs.dtype(), log_probs.device());
+  dispatch_floating(log_probs.dtype(), "nll_loss", [&]<class T>() {
+    const T* lp = static_cast<const T*>(log_probs.data_ptr());
+    const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
+    const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
+    double total = 0, weight_sum = 0;
+    for (int64_t n = 0; n < rows; ++n) {
+      const int64_t cls = t[n];
+      double term = 0, row_weight = 0;
+      if (cls != ignore_index) {
+        TS_CHECK(cls >= 0 && cls < classes, IndexError, "nll_loss: target ", cls, " at position ", n,
+                 " is out of range for ", classes, " classes");
+        row_weight = w ? static_cast<double>(w[cls]) : 1.0;
+        term = -static_cast<double>(lp[n * classes + cls]) * row_weight;
+      }
+      if (reduction == Reduction::none) loss.data_ptr<T>()[n] = static_cast<T>(term);
+      total += term;
+      weight_sum += row_weight;
+    }
+    total_weight.data_ptr<T>()[0] = static_cast<T>(weight_sum);
+    if (reduction == Reduction::sum) loss.data_ptr<T>()[0] = static_cast<T>(total);
+    if (reduction == Reduction::mean) loss.data_ptr<T>()[0] = static_cast<T>(total / weight_sum);
+  });
+  return {loss, total_weight};
+}
+
+Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, const Tensor& target_in,
+                         const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
+                         const Tensor& total_weight) {
+  check_nll_operands(log_probs, target_in, weight_in);
+  Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
+  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+  Tensor grad_input = zeros(log_probs.sizes(), log_probs.dtype(), log_probs.device());
+  dispatch_floating(log_probs.dtype(), "nll_loss_backward", [&]<class T>() {
+    const T* g = static_cast<const T*>(grad_output.data_ptr());
+    const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
+    const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
+    T* dx = grad_input.data_ptr<T>();
+    const T scale = reduction == Reduction::mean ? g[0] / total_weight.item<T>() : g[0];
+    for (int64_t n = 0; n < rows; ++n) {
+      const int64_t cls = t[n];
+      if (cls == ignore_index) continue;
+      const T row_scale = reduction == Reduction::none ? g[n] : scale;
+      dx[n * classes + cls] = -(w ? w[cls] : T(1)) * row_scale;
+    }
+  });
+  return grad_input;
+}
+
+}  // namespace tessera::native

@@ -1,0 +1,72 @@
+#include "tessera/tensor/factory.h"
+
+#include "tessera/tensor/native.h"
+
+namespace tessera {
+
+namespace {
+
+Tensor finish(Tensor t, const TensorOptions& options) {
+  if (options.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, const TensorOptions& o) {
+  return finish(native::empty(shape, o.dtype, o.device), o);
+}
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return full(shape, 0.0, o); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1.0, o); }
+Tensor full(const Shape& shape, double value, const TensorOptions& o) {
+  return finish(native::full(shape, value, o.dtype, o.device), o);
+}
+Tensor zeros_like(const Tensor& like) { return native::zeros(like.sizes(), like.dtype(), like.device()); }
+Tensor ones_like(const Tensor& like) { return native::full(like.sizes(), 1.0, like.dtype(), like.device()); }
+Tensor full_like(const Tensor& like, double value) {
+  return native::full(like.sizes(), value, like.dtype(), like.device());
+}
+
+Tensor arange(double end, const TensorOptions& o) { return arange(0, end, 1, o); }
+Tensor arange(double start, double end, double step, const TensorOptions& o) {
+  return finish(native::arange(start, end, step, o.dtype, o.device), o);
+}
+
+Tensor rand(const Shape& shape, Generator& generator, const TensorOptions& o) {
+  Tensor t = native::empty(shape, o.dtype, o.device);
+  native::uniform_(t, 0.0, 1.0, generator.seed(), generator.stream(), generator.advance(t.numel()));
+  return finish(t, o);
+}
+
+Tensor randn(const Shape& shape, Generator& generator, const TensorOptions& o) {
+  Tensor t = native::empty(shape, o.dtype, o.device);
+  native::normal_(t, 0.0, 1.0, generator.seed(), generator.stream(), generator.advance(t.numel()));
+  return finish(t, o);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& generator, const TensorOptions& o) {
+  Tensor t = native::empty(shape, o.dtype, o.device);
+  native::randint_(t, low, high, generator.seed(), generator.stream(), generator.advance(t.numel()));
+  return finish(t, o);
+}
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, Shape shape, TensorOptions options) {
+  TS_CHECK(options.dtype == dtype_of<T>, DTypeError, "tensor(): values of ", dtype_name(dtype_of<T>),
+           " with options.dtype ", dtype_name(options.dtype), "; convert with .to() afterwards");
+  Shape resolved = native::infer_shape(shape, static_cast<int64_t>(values.size()), {static_cast<int64_t>(values.size())});
+  return finish(from_data(values.data(), resolved, options.dtype, options.device), options);
+}
+
+Tensor from_data(const void* data, const Shape& shape, DType dtype, Device device) {
+  Tensor t = native::empty(shape, dtype, device);
+  copy_bytes(t.data_ptr(), device, data, Device::cpu(), t.nbytes());
+  return t;
+}
+
+template Tensor tensor<float>(const std::vector<float>&, Shape, TensorOptions);
+template Tensor tensor<double>(const std::vector<double>&, Shape, TensorOptions);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, Shape, TensorOptions);
+template Tensor tensor<uint8_t>(const std::vector<uint8_t>&, Shape, TensorOptions);
+
+}  // namespace tessera

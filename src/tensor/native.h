@@ -1,0 +1,131 @@
+// Native kernels: the raw computations behind every op, with no autograd recording.
+//
+// Each function checks its operands (shapes, dtypes, devices) and dispatches on their
+// device: CPU kernels live in cpu/ (Eigen, OpenMP), CUDA kernels in cuda/ (cuBLAS, cuDNN).
+// Differentiable ops (autograd/functions/) call these for their forward and backward.
+#pragma once
+
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "tessera/tensor/size2.h"
+#include "tessera/tensor/tensor.h"
+
+namespace tessera::native {
+
+// Creation.
+Tensor empty(const Shape& shape, DType dtype, Device device);
+Tensor empty_like(const Tensor& like);
+Tensor zeros(const Shape& shape, DType dtype, Device device);
+Tensor full(const Shape& shape, double value, DType dtype, Device device);
+Tensor arange(double start, double end, double step, DType dtype, Device device);
+void uniform_(Tensor& self, double low, double high, uint64_t seed, uint64_t stream, uint64_t first);
+void normal_(Tensor& self, double mean, double std, uint64_t seed, uint64_t stream, uint64_t first);
+void randint_(Tensor& self, int64_t low, int64_t high, uint64_t seed, uint64_t stream, uint64_t first);
+
+// Views: new TensorImpls over the same storage.
+Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, int64_t offset);
+Tensor view(const Tensor& self, const Shape& shape);  // shape may hold one -1
+Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& self, const Shape& dims);
+Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& self, int64_t dim, int64_t index);
+Tensor squeeze(const Tensor& self, int64_t dim);
+Tensor unsqueeze(const Tensor& self, int64_t dim);
+Tensor expand(const Tensor& self, const Shape& shape);
+// The shape `shape` with its -1 resolved against `numel`; throws naming both shapes.
+Shape infer_shape(const Shape& shape, int64_t numel, const Shape& from);
+// True when `self` can be viewed as `shape` without copying.
+bool viewable(const Tensor& self, const Shape& shape);
+
+// Copies and conversions.
+void copy_(Tensor& dst, const Tensor& src);  // broadcasts src, converts dtype, crosses devices
+void fill_(Tensor& self, double value);
+Tensor contiguous(const Tensor& self);  // self when already contiguous
+Tensor clone(const Tensor& self);
+Tensor to_dtype(const Tensor& self, DType dtype);
+Tensor to_device(const Tensor& self, Device device);
+
+// Element-wise ops with NumPy broadcasting. Comparisons give uint8.
+enum class UnaryOp { neg, abs, exp, log, sqrt, relu, sigmoid, tanh, sign, reciprocal };
+enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
+Tensor unary(UnaryOp op, const Tensor& self);
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor binary(BinaryOp op, const Tensor& a, double b);
+Tensor binary(BinaryOp op, double a, const Tensor& b);
+// a = a op b, with b broadcast to a's shape.
+void binary_(BinaryOp op, Tensor& a, const Tensor& b);
+void binary_(BinaryOp op, Tensor& a, double b);
+// self += alpha * other
+void add_scaled_(Tensor& self, const Tensor& other, double alpha);
+// cond ? a : b, with broadcasting; cond is uint8.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// grad * (input > 0): ReLU's backward in one pass.
+Tensor relu_backward(const Tensor& grad, const Tensor& input);
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+
+// Reductions. Empty `dims` reduces every dim.
+Tensor sum(const Tensor& self, const Shape& dims, bool keepdim);
+Tensor amax(const Tensor& self, const Shape& dims, bool keepdim);
+std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim);  // values, int64 indices
+Tensor argmax(const Tensor& self, int64_t dim, bool keepdim);
+// Sums `self` down to `shape` (the inverse of broadcasting `shape` up to self's shape).
+Tensor sum_to(const Tensor& self, const Shape& shape);
+
+// Matrix products. matmul: 1-D, 2-D and batched (batch dims broadcast), as torch.matmul.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias over the last dim of x; bias may be undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// Convolution and pooling (NCHW).
+struct Conv2dOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
+};
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options);
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                             const Conv2dOptions& options);
+Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
+                              const Conv2dOptions& options);
+
+struct MaxPool2dOptions {
+  Size2 kernel = 2;
+  Size2 stride = 2;
+  Size2 padding = 0;
+};
+// Output and, for each output element, the flat index (h * W + w) of the chosen input.
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options);
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape);
+
+// Softmax family along `dim`, and the negative log-likelihood loss.
+Tensor log_softmax(const Tensor& self, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
+Tensor softmax(const Tensor& self, int64_t dim);
+Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
+enum class Reduction { none, mean, sum };
+// log_probs [N, C], target int64 [N], weight [C] or undefined. Returns (loss, total_weight).
+std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
+                                    Reduction reduction, int64_t ignore_index);
+Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& log_probs, const Tensor& target,
+                         const Tensor& weight, Reduction reduction, int64_t ignore_index,
+                         const Tensor& total_weight);
+
+// Dropout keyed by position: element (r, c) of row-major [rows, cols] (cols = numel of a
+// row) is kept when Philox(seed, stream, step, first_row + r, c) >= p. Returns the scaled
+// output and the uint8 keep-mask.
+struct DropoutKey {
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+  uint64_t step = 0;
+  int64_t first_row = 0;
+};
+std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, const DropoutKey& key);
+Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p);
+
+// Joining.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+
+}  // namespace tessera::native

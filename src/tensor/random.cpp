@@ -1,0 +1,97 @@
+#include "tessera/tensor/random.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "tessera/tensor/error.h"
+#include "tessera/tensor/philox.h"
+
+namespace tessera {
+
+namespace {
+
+// f32 takes one 32-bit word per element, four elements per Philox block.
+float uniform_f32_at(uint64_t seed, uint64_t stream, uint64_t index) {
+  philox::Counter words = philox::block(seed, stream, index / 4);
+  return philox::unit_float(words.word[index % 4]);
+}
+
+// f64 takes two words per element, two elements per block.
+double uniform_f64_at(uint64_t seed, uint64_t stream, uint64_t index) {
+  philox::Counter words = philox::block(seed, stream, index / 2);
+  uint32_t lane = static_cast<uint32_t>(index % 2) * 2;
+  return philox::unit_double(words.word[lane], words.word[lane + 1]);
+}
+
+// One standard normal per block (Box-Muller, cosine branch), computed in double so that
+// f32 and f64 draws of the same element agree to f32 rounding.
+double standard_normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
+  philox::Counter words = philox::block(seed, stream, index);
+  double u1 = 1.0 - philox::unit_double(words.word[0], words.word[1]);  // (0, 1]
+  double u2 = philox::unit_double(words.word[2], words.word[3]);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+template <class T, class Draw>
+void fill_with(void* out, int64_t count, Draw draw) {
+  T* data = static_cast<T*>(out);
+#pragma omp parallel for if (count > 65536)
+  for (int64_t i = 0; i < count; ++i) data[i] = static_cast<T>(draw(static_cast<uint64_t>(i)));
+}
+
+}  // namespace
+
+void fill_uniform(void* out, DType dtype, int64_t count, double low, double high, uint64_t seed,
+                  uint64_t stream, uint64_t first) {
+  double span = high - low;
+  dispatch_floating(dtype, "uniform", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float>) {
+      // PyTorch computes float draws as low + u * (high - low) in float.
+      float low_f = static_cast<float>(low), span_f = static_cast<float>(span);
+      fill_with<T>(out, count, [&](uint64_t i) {
+        return uniform_f32_at(seed, stream, first + i) * span_f + low_f;
+      });
+    } else {
+      fill_with<T>(out, count, [&](uint64_t i) { return uniform_f64_at(seed, stream, first + i) * span + low; });
+    }
+  });
+}
+
+void fill_normal(void* out, DType dtype, int64_t count, double mean, double std, uint64_t seed,
+                 uint64_t stream, uint64_t first) {
+  dispatch_floating(dtype, "normal", [&]<class T>() {
+    fill_with<T>(out, count, [&](uint64_t i) { return standard_normal_at(seed, stream, first + i) * std + mean; });
+  });
+}
+
+void fill_randint(void* out, DType dtype, int64_t count, int64_t low, int64_t high, uint64_t seed,
+                  uint64_t stream, uint64_t first) {
+  TS_CHECK(high > low, ValueError, "randint: high (", high, ") must be greater than low (", low, ")");
+  uint64_t range = static_cast<uint64_t>(high - low);
+  dispatch_numeric(dtype, "randint", [&]<class T>() {
+    fill_with<T>(out, count, [&](uint64_t i) {
+      philox::Counter words = philox::block(seed, stream, (first + i) / 2);
+      uint32_t lane = static_cast<uint32_t>((first + i) % 2) * 2;
+      uint64_t bits = static_cast<uint64_t>(words.word[lane]) << 32 | words.word[lane + 1];
+      return static_cast<T>(low + static_cast<int64_t>(bits % range));
+    });
+  });
+}
+
+void InitRule::fill(void* out, DType dtype, int64_t count, uint64_t seed, const std::string& key,
+                    int64_t first) const {
+  uint64_t stream = philox::stream_of(key);
+  switch (kind) {
+    case Kind::constant:
+      dispatch_floating(dtype, "init", [&]<class T>() { fill_with<T>(out, count, [&](uint64_t) { return a; }); });
+      return;
+    case Kind::uniform:
+      fill_uniform(out, dtype, count, a, b, seed, stream, static_cast<uint64_t>(first));
+      return;
+    case Kind::normal:
+      fill_normal(out, dtype, count, a, b, seed, stream, static_cast<uint64_t>(first));
+      return;
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,61 @@
+// Random tensors and parameter initialisation rules, all drawn from Philox so that element
+// i of a draw is a pure function of (seed, stream, i).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/tensor/dtype.h"
+
+namespace tessera {
+
+class Tensor;
+
+// Where a sequence of draws comes from. Successive calls with one Generator continue the
+// sequence (offset advances by the number of elements drawn), as PyTorch's generators do;
+// two Generators with the same seed and stream give the same values.
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0, uint64_t stream = 0) : seed_(seed), stream_(stream) {}
+  uint64_t seed() const { return seed_; }
+  uint64_t stream() const { return stream_; }
+  uint64_t offset() const { return offset_; }
+  // Returns the current offset and moves it past `count` elements.
+  uint64_t advance(uint64_t count) {
+    uint64_t start = offset_;
+    offset_ += count;
+    return start;
+  }
+
+ private:
+  uint64_t seed_, stream_, offset_ = 0;
+};
+
+// A distribution for parameter initialisation: element i of a parameter named `key` is
+// value(seed, key, i). Because the rule fills any slice [first, first + n) of the flat
+// parameter on its own, an FSDP rank initialises its shard without the full tensor.
+struct InitRule {
+  enum class Kind : uint8_t { constant, uniform, normal };
+  Kind kind = Kind::constant;
+  double a = 0;  // constant: the value; uniform: low; normal: mean
+  double b = 0;  // uniform: high; normal: standard deviation
+
+  static InitRule constant(double value) { return {Kind::constant, value, 0}; }
+  static InitRule uniform(double low, double high) { return {Kind::uniform, low, high}; }
+  static InitRule normal(double mean, double std) { return {Kind::normal, mean, std}; }
+
+  // Fills `count` elements of `dtype` at `out` with elements [first, first + count) of the
+  // stream named `key` under `seed`. `out` is host memory.
+  void fill(void* out, DType dtype, int64_t count, uint64_t seed, const std::string& key,
+            int64_t first) const;
+};
+
+// Element-wise draws used by rand/randn/randint and by InitRule. Host memory, contiguous.
+void fill_uniform(void* out, DType dtype, int64_t count, double low, double high, uint64_t seed,
+                  uint64_t stream, uint64_t first);
+void fill_normal(void* out, DType dtype, int64_t count, double mean, double std, uint64_t seed,
+                 uint64_t stream, uint64_t first);
+void fill_randint(void* out, DType dtype, int64_t count, int64_t low, int64_t high, uint64_t seed,
+                  uint64_t stream, uint64_t first);
+
+}  // namespace tessera

@@ -1,0 +1,63 @@
+#include "tessera/tensor/storage.h"
+
+#include <cstring>
+#include <vector>
+
+#include "tessera/config.h"
+#include "tessera/tensor/allocator.h"
+#include "tessera/tensor/error.h"
+
+#if TESSERA_HAS_CUDA
+#include "tessera/tensor/cuda/cuda_runtime.h"
+#endif
+
+namespace tessera {
+
+Storage::Storage(size_t nbytes, Device device) : device_(device) { resize(nbytes); }
+
+Storage::Storage(size_t nbytes, Device device, PendingInit pending)
+    : nbytes_(nbytes), device_(device), pending_(std::move(pending)) {}
+
+Storage::~Storage() {
+  if (data_ != nullptr) allocator_for(device_).deallocate(data_, nbytes_);
+}
+
+void Storage::resize(size_t nbytes) {
+  Allocator& allocator = allocator_for(device_);
+  if (data_ != nullptr) allocator.deallocate(data_, nbytes_);
+  data_ = nullptr;
+  nbytes_ = 0;
+  pending_.reset();
+  data_ = allocator.allocate(nbytes);
+  nbytes_ = nbytes;
+}
+
+void Storage::materialize() {
+  if (!pending_) return;
+  PendingInit pending = std::move(*pending_);
+  size_t nbytes = nbytes_;
+  resize(nbytes);
+  int64_t count = static_cast<int64_t>(nbytes / element_size(pending.dtype));
+  if (device_.is_cpu()) {
+    pending.rule.fill(data_, pending.dtype, count, pending.seed, pending.key, 0);
+  } else {
+    std::vector<unsigned char> host(nbytes);
+    pending.rule.fill(host.data(), pending.dtype, count, pending.seed, pending.key, 0);
+    copy_bytes(data_, device_, host.data(), Device::cpu(), nbytes);
+  }
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+#if TESSERA_HAS_CUDA
+  cuda::copy_bytes(dst, dst_device, src, src_device, nbytes);
+#else
+  throw NotCompiledError("copy between host and CUDA memory: Tessera was built without CUDA support");
+#endif
+}
+
+}  // namespace tessera

@@ -1,0 +1,68 @@
+// A block of device memory shared by a tensor and its views.
+//
+// A storage may be deferred: it knows its size and the InitRule that fills it but holds
+// no bytes until data() is first asked for. Modules create their parameters this way, so
+// that a parameter's values can be keyed by its full dotted name (known only once the
+// module tree is built) and so that FSDP can fill each rank's shard without ever
+// allocating the full parameter.
+//
+// resize() exists for FSDP too: a unit's unsharded buffer is released after forward
+// (resize(0)) and re-gathered into the same Storage before backward, so tensors that
+// autograd saved during forward see the gathered values again.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tessera/tensor/device.h"
+#include "tessera/tensor/random.h"
+
+namespace tessera {
+
+struct PendingInit {
+  InitRule rule;
+  DType dtype = DType::f32;
+  std::string key;   // the stream name: the parameter's dotted name
+  uint64_t seed = 0;
+};
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  Storage(size_t nbytes, Device device, PendingInit pending);  // deferred
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  // The bytes; a deferred storage is allocated and filled first.
+  void* data() {
+    if (pending_) materialize();
+    return data_;
+  }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  bool is_deferred() const { return pending_.has_value(); }
+  // The rule a deferred storage will be filled with; null once materialised.
+  PendingInit* pending() { return pending_ ? &*pending_ : nullptr; }
+  void materialize();
+  // Forgets the pending rule without allocating (FSDP fills shards itself).
+  void drop_pending() { pending_.reset(); }
+
+  // Releases the current bytes and allocates `nbytes` new ones; the contents are lost.
+  // resize(0) frees the memory while keeping the object (and every view of it) alive.
+  void resize(size_t nbytes);
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  std::optional<PendingInit> pending_;
+};
+
+// Copies raw bytes between devices (host <-> CUDA goes through the CUDA runtime).
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+
+}  // namespace tessera

@@ -1,0 +1,203 @@
+// Tensor: a value-semantic handle to a strided view of shared storage.
+//
+// Copying a Tensor copies the handle (both refer to the same TensorImpl, as in PyTorch);
+// views (view, reshape, narrow, transpose, ...) are new TensorImpls over the same Storage;
+// contiguous() and clone() copy the data. Row-major, NCHW for images. Operations dispatch
+// on their operands' device; there is no global mode.
+//
+//   ts::Tensor x = ts::randn({2, 3}, gen).requires_grad_();
+//   ts::Tensor loss = (x * x).sum();
+//   loss.backward();            // x.grad() == 2 * x
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tessera/tensor/device.h"
+#include "tessera/tensor/dtype.h"
+#include "tessera/tensor/shape.h"
+#include "tessera/tensor/storage.h"
+
+namespace tessera {
+
+class Tensor;
+namespace autograd {
+struct AutogradMeta;
+class Node;
+}  // namespace autograd
+
+struct TensorOptions {
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+  std::unique_ptr<autograd::AutogradMeta> autograd;  // null until autograd needs it
+
+  TensorImpl();
+  ~TensorImpl();
+};
+
+// A hook on a gradient: returns a replacement gradient, or an undefined Tensor to keep it.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+// Runs after a leaf's .grad has been accumulated (FSDP reduce-scatters from here).
+using PostAccumulateGradHook = std::function<void(Tensor& leaf)>;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // Metadata.
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& sizes() const;
+  const Shape& shape() const { return sizes(); }
+  int64_t size(int64_t dim) const;
+  int64_t dim() const;
+  int64_t numel() const;
+  const Shape& strides() const;
+  int64_t stride(int64_t dim) const;
+  int64_t storage_offset() const;
+  DType dtype() const;
+  Device device() const;
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_contiguous() const;
+  size_t element_size() const { return tessera::element_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  const std::shared_ptr<Storage>& storage() const;
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // "Tensor[2, 3] float32 cpu"
+  std::string str() const;
+
+  // Data. data_ptr() points at element 0 of this view (offset applied); a deferred
+  // storage is materialised first. The typed form checks the dtype.
+  void* data_ptr() const;
+  template <class T> T* data_ptr() const;
+  // The single value of a one-element tensor, converted to T (copied from the device).
+  template <class T> T item() const;
+  // All elements in row-major order, converted to T (copied from the device).
+  template <class T> std::vector<T> to_vector() const;
+  // One element, converted to T: t.at<float>({1, 2}).
+  template <class T> T at(std::initializer_list<int64_t> index) const;
+
+  // Conversions and copies; recorded by autograd.
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+  Tensor contiguous() const;
+  Tensor clone() const;
+  // Shares storage, never requires grad.
+  Tensor detach() const;
+
+  // In-place updates; not recorded by autograd (an error on a tensor that requires grad
+  // while grad mode is on, as in PyTorch). `src`/`other` broadcast to this shape.
+  Tensor& copy_(const Tensor& src);
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double value);
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double value);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double value);
+
+  // Views; recorded by autograd.
+  Tensor view(const Shape& shape) const;  // one dim may be -1
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // 2-D transpose
+  Tensor permute(const Shape& dims) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a dim
+
+  // Math; recorded by autograd.
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor max() const;
+  // Values and indices along `dim`, as torch.max(dim).
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const Shape& dims, bool keepdim = false) const;
+  Tensor argmax() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+
+  // Autograd.
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool requires_grad = true);
+  // The accumulated gradient of a leaf (undefined until a backward reaches it).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);
+  // Backpropagates from this tensor; `gradient` may be omitted for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  bool is_leaf() const;
+  // Registers a hook on this tensor's gradient; returns a handle for remove_hook.
+  int register_hook(GradHook hook);
+  void remove_hook(int handle);
+  void register_post_accumulate_grad_hook(PostAccumulateGradHook hook);
+
+ private:
+  void check_defined(const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Element-wise arithmetic with broadcasting, and scalar forms.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+// Comparisons give uint8 tensors of 0 and 1.
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+
+// Prints shape, dtype, device and (for up to 1000 elements) the values.
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+}  // namespace tessera
+
+#include "tessera/tensor/tensor_inl.h"

@@ -1,0 +1,148 @@
+// The backward engine: accumulation, hooks, retain_graph, deep graphs, grad mode.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <tessera/tessera.h>
+
+namespace ts = tessera;
+using ts::DType;
+
+TEST_CASE("gradients of a small expression") {
+  ts::Tensor x = ts::tensor<double>({1, 2, 3}).requires_grad_();
+  ts::Tensor y = (x * x * 3.0 + x).sum();  // dy/dx = 6x + 1
+  y.backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{7, 13, 19});
+  CHECK(x.is_leaf());
+  CHECK_FALSE(y.is_leaf());
+  CHECK(y.grad_fn()->name() == "SumBackward");
+}
+
+TEST_CASE("gradients accumulate with +=") {
+  ts::Tensor x = ts::tensor<double>({1, 2}).requires_grad_();
+  (x * 2.0).sum().backward();
+  (x * 3.0).sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{5, 5});
+  x.set_grad({});
+  (x * x).sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 4});
+}
+
+TEST_CASE("a second backward through a freed graph is a clear error") {
+  ts::Tensor x = ts::tensor<double>({1, 2}).requires_grad_();
+  ts::Tensor y = (x.exp()).sum();
+  y.backward({}, true);  // retain_graph
+  y.backward();
+  CHECK(x.grad().to_vector<double>()[0] == doctest::Approx(2 * std::exp(1.0)));
+  try {
+    y.backward();
+    FAIL("expected an error");
+  } catch (const ts::Error& e) {
+    CHECK(std::string(e.what()).find("second time") != std::string::npos);
+  }
+}
+
+TEST_CASE("backward of a non-scalar needs a gradient") {
+  ts::Tensor x = ts::tensor<double>({1, 2}).requires_grad_();
+  ts::Tensor y = x * 2.0;
+  CHECK_THROWS_AS(y.backward(), ts::ValueError);
+  y.backward(ts::tensor<double>({1, 10}));
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 20});
+}
+
+TEST_CASE("a chain of 100,000 ops runs backward without deep recursion") {
+  ts::Tensor x = ts::tensor<double>({1.0}).requires_grad_();
+  ts::Tensor y = x;
+  for (int i = 0; i < 100000; ++i) y = y + 1.0;
+  y.sum().backward();
+  CHECK(x.grad().item<double>() == 1.0);
+  // Destroying the graph must not recurse either.
+  y = ts::Tensor();
+}
+
+TEST_CASE("NoGradGuard stops recording") {
+  ts::Tensor x = ts::tensor<double>({1}).requires_grad_();
+  {
+    ts::NoGradGuard no_grad;
+    ts::Tensor y = x * 2.0;
+    CHECK_FALSE(y.requires_grad());
+    {
+      ts::EnableGradGuard enable;
+      CHECK((x * 2.0).requires_grad());
+    }
+    CHECK_FALSE((x * 2.0).requires_grad());
+  }
+  CHECK((x * 2.0).requires_grad());
+  CHECK_FALSE(x.detach().requires_grad());
+}
+
+TEST_CASE("in-place ops on tensors that require grad are refused unless grad is off") {
+  ts::Tensor x = ts::tensor<double>({1}).requires_grad_();
+  CHECK_THROWS_AS(x.add_(ts::tensor<double>({1})), ts::ValueError);
+  {
+    ts::NoGradGuard no_grad;
+    x.add_(ts::tensor<double>({1}));
+  }
+  CHECK(x.item<double>() == 2.0);
+}
+
+TEST_CASE("tensor hooks see and may replace gradients") {
+  ts::Tensor x = ts::tensor<double>({1, 2}).requires_grad_();
+  ts::Tensor h = x * 3.0;
+  std::vector<double> seen;
+  h.register_hook([&](const ts::Tensor& g) {
+    seen = g.to_vector<double>();
+    return g * 10.0;  // replace
+  });
+  int leaf_hook = x.register_hook([](const ts::Tensor& g) { return g + 1.0; });
+  (h * h).sum().backward();
+  CHECK(seen == std::vector<double>{6, 12});                         // d(h^2)/dh = 2h
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{181, 361});  // 3 * 10 * 2h + 1
+  x.remove_hook(leaf_hook);
+  x.set_grad({});
+  (x * 1.0).sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 1});
+}
+
+TEST_CASE("post-accumulate hooks run after each accumulation") {
+  ts::Tensor w = ts::tensor<double>({1, 2}).requires_grad_();
+  std::vector<std::vector<double>> after;
+  w.register_post_accumulate_grad_hook([&](ts::Tensor& leaf) { after.push_back(leaf.grad().to_vector<double>()); });
+  ts::Tensor y = (w * 2.0).sum() + (w * w).sum();
+  y.backward();
+  REQUIRE(after.size() == 1);  // both paths are summed before accumulation
+  CHECK(after[0] == std::vector<double>{4, 6});
+  (w * 1.0).sum().backward();
+  REQUIRE(after.size() == 2);
+  CHECK(after[1] == std::vector<double>{5, 7});
+}
+
+TEST_CASE("callbacks queued during backward run when it ends") {
+  ts::Tensor w = ts::tensor<double>({1}).requires_grad_();
+  std::vector<std::string> events;
+  w.register_post_accumulate_grad_hook([&](ts::Tensor&) {
+    events.push_back("accumulated");
+    ts::autograd::queue_callback([&] { events.push_back("finished"); });
+  });
+  (w * 2.0).sum().backward();
+  CHECK(events == std::vector<std::string>{"accumulated", "finished"});
+  CHECK_FALSE(ts::autograd::in_backward());
+  CHECK_THROWS_AS(ts::autograd::queue_callback([] {}), ts::Error);
+}
+
+TEST_CASE("backward runs in reverse creation order") {
+  ts::Tensor x = ts::tensor<double>({1}).requires_grad_();
+  std::vector<int> order;
+  ts::Tensor a = x * 2.0;
+  a.register_hook([&](const ts::Tensor&) { order.push_back(1); return ts::Tensor(); });
+  ts::Tensor b = a * 3.0;
+  b.register_hook([&](const ts::Tensor&) { order.push_back(2); return ts::Tensor(); });
+  ts::Tensor c = b * 4.0;
+  c.register_hook([&](const ts::Tensor&) { order.push_back(3); return ts::Tensor(); });
+  c.sum().backward();
+  CHECK(order == std::vector<int>{3, 2, 1});
+  CHECK(x.grad().item<double>() == 24.0);
+}
+
+TEST_CASE("only floating tensors require grad") {
+  CHECK_THROWS_AS(ts::arange(3).requires_grad_(), ts::DTypeError);
+}
