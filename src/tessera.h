@@ -16,4 +16,5 @@
 #include "tessera/tensor/factory.h"
 #include "tessera/tensor/parallel.h"
 #include "tessera/tensor/random.h"
+#include "tessera/tensor/state_dict.h"
 #include "tessera/tensor/tensor.h"
