@@ -18,3 +18,4 @@
 #include "tessera/tensor/random.h"
 #include "tessera/tensor/state_dict.h"
 #include "tessera/tensor/tensor.h"
+#include "tessera/nn/nn.h"

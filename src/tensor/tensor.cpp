@@ -90,6 +90,16 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(impl));
 }
 
+void Tensor::set_data(const Tensor& data) {
+  check_defined("set_data");
+  TS_CHECK(data.defined(), ValueError, "set_data: the new data is an undefined tensor");
+  impl_->storage = data.impl_->storage;
+  impl_->sizes = data.impl_->sizes;
+  impl_->strides = data.impl_->strides;
+  impl_->offset = data.impl_->offset;
+  impl_->dtype = data.impl_->dtype;
+}
+
 namespace detail {
 
 void read_elements(const Tensor& tensor, void* out, DType out_dtype) {

@@ -101,6 +101,10 @@ class Tensor {
   Tensor clone() const;
   // Shares storage, never requires grad.
   Tensor detach() const;
+  // Makes this tensor refer to `data`'s storage, shape, strides and dtype while keeping
+  // its identity and autograd state (PyTorch's `x.data = data`). Every handle to this
+  // tensor sees the change; Module::to and FSDP rely on that.
+  void set_data(const Tensor& data);
 
   // In-place updates; not recorded by autograd (an error on a tensor that requires grad
   // while grad mode is on, as in PyTorch). `src`/`other` broadcast to this shape.

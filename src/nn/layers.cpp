@@ -1,0 +1,108 @@
+#include "tessera/nn/layers.h"
+
+#include <sstream>
+
+#include "tessera/nn/batch_scope.h"
+#include "tessera/nn/init.h"
+#include "tessera/tensor/philox.h"
+
+namespace tessera::nn {
+
+namespace {
+
+std::string size2_str(Size2 s) {
+  return detail::concat("(", s.h, ", ", s.w, ")");
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
+    : in_features_(in_features), out_features_(out_features) {
+  TS_CHECK(in_features > 0 && out_features > 0, ValueError, "Linear: features must be positive, got in ",
+           in_features, ", out ", out_features);
+  weight = deferred_parameter({out_features, in_features}, init::kaiming_uniform(in_features));
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = deferred_parameter({out_features}, init::bias_uniform(in_features));
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor Linear::forward(Tensor input) { return linear(input, weight, bias); }
+
+std::string Linear::extra_repr() const {
+  return detail::concat("in_features=", in_features_, ", out_features=", out_features_,
+                        ", bias=", bias.defined() ? "True" : "False");
+}
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, const Conv2dOptions& options)
+    : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size), options_(options) {
+  TS_CHECK(in_channels > 0 && out_channels > 0 && kernel_size.h > 0 && kernel_size.w > 0, ValueError,
+           "Conv2d: channels and kernel size must be positive");
+  int64_t fan_in = in_channels * kernel_size.h * kernel_size.w;
+  weight = deferred_parameter({out_channels, in_channels, kernel_size.h, kernel_size.w}, init::kaiming_uniform(fan_in));
+  register_parameter("weight", weight);
+  if (options.bias) {
+    bias = deferred_parameter({out_channels}, init::bias_uniform(fan_in));
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor Conv2d::forward(Tensor input) {
+  return conv2d(input, weight, bias, {.stride = options_.stride, .padding = options_.padding, .dilation = options_.dilation});
+}
+
+std::string Conv2d::extra_repr() const {
+  std::ostringstream out;
+  out << in_channels_ << ", " << out_channels_ << ", kernel_size=" << size2_str(kernel_size_)
+      << ", stride=" << size2_str(options_.stride);
+  if (!(options_.padding == Size2(0))) out << ", padding=" << size2_str(options_.padding);
+  if (!(options_.dilation == Size2(1))) out << ", dilation=" << size2_str(options_.dilation);
+  if (!options_.bias) out << ", bias=False";
+  return out.str();
+}
+
+Dropout::Dropout(double p) : p_(p) {
+  TS_CHECK(p >= 0 && p <= 1, ValueError, "Dropout: probability must be in [0, 1], got ", p);
+}
+
+Tensor Dropout::forward(Tensor input) {
+  if (!is_training() || p_ == 0) return input;
+  DropoutKey key;
+  key.stream = philox::stream_of(path());
+  if (const BatchPosition* position = BatchScope::current()) {
+    key.seed = position->seed;
+    key.step = position->step;
+    key.first_row = position->first_row;
+  } else {
+    key.step = calls_++;
+  }
+  return dropout(input, p_, true, key);
+}
+
+std::string Dropout::extra_repr() const { return detail::concat("p=", p_, ", inplace=False"); }
+
+MaxPool2d::MaxPool2d(Size2 kernel_size, std::optional<Size2> stride, Size2 padding)
+    : kernel_size_(kernel_size), stride_(stride.value_or(kernel_size)), padding_(padding) {}
+
+std::string MaxPool2d::extra_repr() const {
+  return detail::concat("kernel_size=", kernel_size_.h, ", stride=", stride_.h, ", padding=", padding_.h);
+}
+
+std::string Flatten::extra_repr() const { return detail::concat("start_dim=", start_dim_, ", end_dim=", end_dim_); }
+
+std::string LogSoftmax::extra_repr() const { return detail::concat("dim=", dim_); }
+
+Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
+  TS_CHECK(module != nullptr, ValueError, "Sequential: cannot add a null module");
+  modules_.push_back(std::move(module));
+  register_module(std::to_string(modules_.size() - 1), *modules_.back());
+  return *this;
+}
+
+Tensor Sequential::forward(Tensor input) {
+  for (auto& module : modules_) input = (*module)(std::move(input));
+  return input;
+}
+
+}  // namespace tessera::nn

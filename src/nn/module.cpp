@@ -1,0 +1,381 @@
+#include "tessera/nn/module.h"
+
+#include <algorithm>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::nn {
+
+namespace {
+
+// A deferred copy of `tensor` with another dtype or device: still no memory, same rule.
+Tensor redeferred(const Tensor& tensor, DType dtype, Device device) {
+  PendingInit pending = *tensor.storage()->pending();
+  pending.dtype = dtype;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(tensor.numel()) * element_size(dtype), device, pending);
+  impl->sizes = tensor.sizes();
+  impl->strides = contiguous_strides(tensor.sizes());
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+bool is_deferred(const Tensor& t) { return t.defined() && t.storage()->is_deferred(); }
+
+}  // namespace
+
+Tensor Module::deferred_parameter(const Shape& shape, const InitRule& rule, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  PendingInit pending{rule, dtype, "", 0};
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype),
+                                            Device::cpu(), std::move(pending));
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Module::operator()(Tensor input) {
+  for (HookEntry& h : hooks_) {
+    if (h.pre) h.pre(*this, input);
+  }
+  Tensor output = forward(std::move(input));
+  for (HookEntry& h : hooks_) {
+    if (h.post) h.post(*this, output);
+  }
+  return output;
+}
+
+Tensor Module::forward(Tensor) {
+  throw Error(detail::concat(type_name(), " '", path_, "' has no forward(Tensor); call its own call operator"));
+}
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  TS_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, "register_", what,
+           ": invalid name '", name, "' (must be non-empty and contain no '.')");
+  auto taken = [&](const auto& entries) {
+    return std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.name == name; });
+  };
+  TS_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), ValueError, "register_", what, ": '",
+           qualified(name), "' is already registered in this ", type_name());
+}
+
+void Module::register_parameter(const std::string& name, Tensor& slot, bool requires_grad) {
+  check_new_name(name, "parameter");
+  if (slot.defined()) {
+    if (requires_grad) slot.requires_grad_(true);
+    if (is_deferred(slot)) slot.storage()->pending()->key = qualified(name);
+  }
+  parameters_.push_back({name, &slot, false, is_deferred(slot)});
+}
+
+void Module::register_buffer(const std::string& name, Tensor& slot, bool persistent) {
+  check_new_name(name, "buffer");
+  buffers_.push_back({name, &slot, persistent});
+}
+
+void Module::register_module(const std::string& name, Module& child) {
+  check_new_name(name, "module");
+  TS_CHECK(&child != this, ValueError, "register_module: a module cannot be its own child ('", name, "')");
+  children_.push_back({name, &child});
+  child.set_path(qualified(name));
+}
+
+void Module::register_modules(std::initializer_list<std::pair<std::string, std::reference_wrapper<Module>>> children) {
+  for (const auto& [name, child] : children) register_module(name, child.get());
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = path;
+  for (ParameterEntry& p : parameters_) {
+    if (is_deferred(*p.slot)) p.slot->storage()->pending()->key = qualified(p.name);
+  }
+  for (ChildEntry& c : children_) c.module->set_path(qualified(c.name));
+}
+
+void Module::collect_named(const std::string& prefix, bool recurse, bool want_parameters, bool persistent_only,
+                           std::vector<std::pair<std::string, Tensor>>& out) const {
+  if (want_parameters) {
+    for (const ParameterEntry& p : parameters_) {
+      if (!p.hidden && p.slot->defined()) out.emplace_back(prefix + p.name, *p.slot);
+    }
+  } else {
+    for (const BufferEntry& b : buffers_) {
+      if (b.slot->defined() && (b.persistent || !persistent_only)) out.emplace_back(prefix + b.name, *b.slot);
+    }
+  }
+  if (!recurse) return;
+  for (const ChildEntry& c : children_) {
+    c.module->collect_named(prefix + c.name + ".", true, want_parameters, persistent_only, out);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect_named("", recurse, true, false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect_named("", recurse, false, false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<Module*> Module::children() const {
+  std::vector<Module*> out;
+  for (const ChildEntry& c : children_) out.push_back(c.module);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_children() const {
+  std::vector<std::pair<std::string, Module*>> out;
+  for (const ChildEntry& c : children_) out.emplace_back(c.name, c.module);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::vector<std::pair<std::string, Module*>> stack{{"", this}};
+  while (!stack.empty()) {
+    auto [name, module] = stack.back();
+    stack.pop_back();
+    out.emplace_back(name, module);
+    for (auto it = module->children_.rbegin(); it != module->children_.rend(); ++it) {
+      stack.emplace_back(name.empty() ? it->name : name + "." + it->name, it->module);
+    }
+  }
+  return out;
+}
+
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out;
+  for (auto& [name, module] : named_modules()) out.push_back(module);
+  return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (ChildEntry& c : children_) c.module->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (ChildEntry& c : children_) c.module->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (Tensor& p : parameters()) {
+    Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      grad.zero_();
+    }
+  }
+}
+
+namespace {
+
+// Converts the tensor in `slot` in place (identity kept), deferred ones without memory.
+void convert_slot(Tensor& slot, DType dtype, Device device) {
+  if (!slot.defined()) return;
+  if (slot.dtype() == dtype && slot.device() == device) return;
+  NoGradGuard no_grad;
+  Tensor converted = is_deferred(slot) ? redeferred(slot, dtype, device)
+                                       : native::contiguous(native::to_device(native::to_dtype(slot, dtype), device));
+  slot.set_data(converted);
+  Tensor grad = slot.grad();
+  if (grad.defined()) slot.set_grad(native::to_device(native::to_dtype(grad, dtype), device));
+}
+
+}  // namespace
+
+Module& Module::to(Device device) {
+  for (Module* m : modules()) {
+    for (ParameterEntry& p : m->parameters_) convert_slot(*p.slot, p.slot->defined() ? p.slot->dtype() : DType::f32, device);
+    for (BufferEntry& b : m->buffers_) convert_slot(*b.slot, b.slot->defined() ? b.slot->dtype() : DType::f32, device);
+  }
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  TS_CHECK(is_floating(dtype), DTypeError, "Module::to: expected a floating dtype, got ", dtype_name(dtype));
+  for (Module* m : modules()) {
+    for (ParameterEntry& p : m->parameters_) {
+      if (p.slot->defined() && is_floating(p.slot->dtype())) convert_slot(*p.slot, dtype, p.slot->device());
+    }
+    for (BufferEntry& b : m->buffers_) {
+      if (b.slot->defined() && is_floating(b.slot->dtype())) convert_slot(*b.slot, dtype, b.slot->device());
+    }
+  }
+  return *this;
+}
+
+void Module::reset_parameters(uint64_t seed) {
+  for (Module* m : modules()) {
+    for (ParameterEntry& p : m->parameters_) {
+      Tensor& slot = *p.slot;
+      if (!slot.defined() || !p.from_rule) continue;  // values the user gave stay as they are
+      TS_CHECK(is_deferred(slot), ValueError, "reset_parameters: '", m->qualified(p.name),
+               "' already holds values (it was used or loaded); call reset_parameters before first use");
+      slot.storage()->pending()->seed = seed;
+    }
+  }
+}
+
+void Module::collect_state(const std::string& prefix, StateDict& out) {
+  for (const ParameterEntry& p : parameters_) {
+    if (p.slot->defined()) out.insert(prefix + p.name, p.slot->detach());
+  }
+  for (const BufferEntry& b : buffers_) {
+    if (b.slot->defined() && b.persistent) out.insert(prefix + b.name, b.slot->detach());
+  }
+  for (ChildEntry& c : children_) c.module->collect_state(prefix + c.name + ".", out);
+}
+
+StateDict Module::state_dict() {
+  if (state_dict_override_) return state_dict_override_(*this);
+  StateDict out;
+  collect_state("", out);
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  if (load_state_dict_override_) {
+    load_state_dict_override_(*this, state, strict);
+    return;
+  }
+  StateDict own;
+  collect_state("", own);
+  std::vector<std::string> missing, unexpected, mismatched;
+  for (const auto& [name, tensor] : own) {
+    if (!state.contains(name)) {
+      missing.push_back(name);
+    } else if (state.at(name).sizes() != tensor.sizes()) {
+      mismatched.push_back(name + ": checkpoint " + shape_str(state.at(name).sizes()) + ", model " +
+                           shape_str(tensor.sizes()));
+    }
+  }
+  for (const auto& [name, tensor] : state) {
+    if (!own.contains(name)) unexpected.push_back(name);
+  }
+  if (!mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
+    std::ostringstream message;
+    message << "load_state_dict: the state does not match this " << type_name() << ".";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      message << "\n  " << what << ":";
+      for (const std::string& n : names) message << "\n    " << n;
+    };
+    list("missing keys", missing);
+    list("unexpected keys", unexpected);
+    list("shape mismatches", mismatched);
+    throw ValueError(message.str());
+  }
+  // Copy into the registered tensors (their identity is kept, as optimizers hold them).
+  NoGradGuard no_grad;
+  for (auto& [name, target] : named_state_slots()) {
+    if (!state.contains(name)) continue;
+    Tensor& slot = *target;
+    if (is_deferred(slot)) slot.storage()->resize(slot.storage()->nbytes());  // allocate without filling
+    native::copy_(slot, state.at(name));
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> Module::named_state_slots() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (auto& [prefix, m] : named_modules()) {
+    std::string dotted = prefix.empty() ? "" : prefix + ".";
+    for (ParameterEntry& p : m->parameters_) {
+      if (p.slot->defined()) out.emplace_back(dotted + p.name, p.slot);
+    }
+    for (BufferEntry& b : m->buffers_) {
+      if (b.slot->defined() && b.persistent) out.emplace_back(dotted + b.name, b.slot);
+    }
+  }
+  return out;
+}
+
+int Module::register_forward_pre_hook(ForwardPreHook hook) {
+  int handle = next_hook_handle_++;
+  hooks_.push_back({handle, std::move(hook), nullptr});
+  return handle;
+}
+
+int Module::register_forward_hook(ForwardHook hook) {
+  int handle = next_hook_handle_++;
+  hooks_.push_back({handle, nullptr, std::move(hook)});
+  return handle;
+}
+
+void Module::remove_hook(int handle) {
+  std::erase_if(hooks_, [handle](const HookEntry& h) { return h.handle == handle; });
+}
+
+void Module::set_state_dict_override(StateDictOverride state_dict, LoadStateDictOverride load) {
+  state_dict_override_ = std::move(state_dict);
+  load_state_dict_override_ = std::move(load);
+}
+
+Tensor& Module::hide_parameter(const std::string& name) {
+  for (ParameterEntry& p : parameters_) {
+    if (p.name == name) {
+      p.hidden = true;
+      return *p.slot;
+    }
+  }
+  throw ValueError(detail::concat("hide_parameter: ", type_name(), " '", path_, "' has no parameter '", name, "'"));
+}
+
+std::vector<std::pair<std::string, Tensor*>> Module::parameter_slots() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (ParameterEntry& p : parameters_) out.emplace_back(p.name, p.slot);
+  return out;
+}
+
+namespace {
+
+void print_module(std::ostream& out, Module& module, int indent) {
+  out << module.type_name() << "(" << module.extra_repr();
+  auto children = module.named_children();
+  if (children.empty()) {
+    out << ")";
+    return;
+  }
+  out << "\n";
+  for (auto& [name, child] : children) {
+    out << std::string(static_cast<size_t>(indent + 2), ' ') << "(" << name << "): ";
+    print_module(out, *child, indent + 2);
+    out << "\n";
+  }
+  out << std::string(static_cast<size_t>(indent), ' ') << ")";
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& out, Module& module) {
+  print_module(out, module, 0);
+  return out;
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,172 @@
+// Module: the base of every layer and model, with libtorch's names.
+//
+// Parameters, buffers and child modules are registered once, by reference to the member
+// that holds them: the registry reads the member each time, so reassigning a member
+// (model.fc.weight = other) never leaves parameters() pointing at a stale tensor. For the
+// same reason modules cannot be copied or moved once built.
+//
+//   struct Net : ts::nn::Module {
+//     ts::nn::Linear fc1{784, 128}, fc2{128, 10};
+//     Net() { register_modules({{"fc1", fc1}, {"fc2", fc2}}); }
+//     ts::Tensor forward(ts::Tensor x) override { return fc2(ts::relu(fc1(x))); }
+//   };
+//   Net net;
+//   ts::Tensor y = net(x);                  // runs forward hooks, then forward
+//   for (auto& [name, p] : net.named_parameters()) ...   // "fc1.weight", ...
+//
+// Parameters start deferred: they know their shape and init rule and take memory only on
+// first use, with values keyed by (seed, full dotted name, element index). So a model is
+// the same whatever the world size, and FSDP can fill each rank's shard without building
+// the full model. reset_parameters(seed) re-keys every parameter to a new seed.
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/tensor/random.h"
+#include "tessera/tensor/state_dict.h"
+#include "tessera/tensor/tensor.h"
+
+namespace tessera::nn {
+
+// Something a module keeps alive for as long as it lives (FSDP's per-unit state).
+struct ModuleAttachment {
+  virtual ~ModuleAttachment() = default;
+};
+
+class Module {
+ public:
+  using ForwardPreHook = std::function<void(Module& module, Tensor& input)>;
+  using ForwardHook = std::function<void(Module& module, Tensor& output)>;
+  using StateDictOverride = std::function<StateDict(Module& module)>;
+  using LoadStateDictOverride = std::function<void(Module& module, const StateDict& state, bool strict)>;
+
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = delete;
+  Module& operator=(Module&&) = delete;
+
+  // Calls forward through the forward hooks (FSDP gathers parameters in them).
+  Tensor operator()(Tensor input);
+  // The computation. Modules whose forward takes something other than one tensor define
+  // their own call operator and leave this one throwing.
+  virtual Tensor forward(Tensor input);
+  // The class name used in messages and printing ("Linear").
+  virtual std::string type_name() const { return "Module"; }
+  // Extra text inside the printed form ("in_features=784, out_features=128").
+  virtual std::string extra_repr() const { return ""; }
+
+  // Registration. Names may not contain '.', nor repeat within one module.
+  void register_parameter(const std::string& name, Tensor& slot, bool requires_grad = true);
+  void register_buffer(const std::string& name, Tensor& slot, bool persistent = true);
+  void register_module(const std::string& name, Module& child);
+  void register_modules(std::initializer_list<std::pair<std::string, std::reference_wrapper<Module>>> children);
+
+  // Traversal, in registration order: a module's own entries, then its children's.
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<Module*> children() const;
+  std::vector<std::pair<std::string, Module*>> named_children() const;
+  // This module and every descendant, parents before children.
+  std::vector<Module*> modules();
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  // Calls fn on every descendant, children first, then on this module (PyTorch's order).
+  Module& apply(const std::function<void(Module&)>& fn);
+
+  // The dotted path of this module from the root it was registered under ("" at the root).
+  const std::string& path() const { return path_; }
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Drops (default) or zeroes every parameter's gradient.
+  void zero_grad(bool set_to_none = true);
+
+  // Moves or converts parameters and buffers in place (their slots are reassigned).
+  Module& to(Device device);
+  Module& to(DType dtype);
+
+  // Re-keys every parameter drawn from an InitRule to `seed` (they take it when first
+  // used); values the user assigned stay. Throws if such a parameter is already in use.
+  void reset_parameters(uint64_t seed);
+
+  // Parameters and persistent buffers under their dotted names, detached.
+  StateDict state_dict();
+  // Copies `state` into the registered tensors. Strict: every key must match, and the
+  // error lists missing keys, unexpected keys and shape mismatches together.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  // Hooks; the returned handle removes them.
+  int register_forward_pre_hook(ForwardPreHook hook);
+  int register_forward_hook(ForwardHook hook);
+  void remove_hook(int handle);
+
+  // Extension points for FSDP, which replaces how a sharded model's state is gathered.
+  void set_state_dict_override(StateDictOverride state_dict, LoadStateDictOverride load);
+  // Hides a registered parameter from parameters()/named_parameters() (FSDP exposes the
+  // flat shard instead) while keeping it in the registry; the slot is returned.
+  Tensor& hide_parameter(const std::string& name);
+  // Every registered parameter slot of this module (not its children), hidden ones too.
+  std::vector<std::pair<std::string, Tensor*>> parameter_slots();
+  void attach(std::shared_ptr<ModuleAttachment> attachment) { attachments_.push_back(std::move(attachment)); }
+
+ protected:
+  // A parameter of `shape` whose values come from `rule` on first use (see above).
+  static Tensor deferred_parameter(const Shape& shape, const InitRule& rule, DType dtype = DType::f32);
+
+ private:
+  struct ParameterEntry {
+    std::string name;
+    Tensor* slot;
+    bool hidden = false;
+    bool from_rule = false;  // registered deferred, i.e. its values come from an InitRule
+  };
+  struct BufferEntry {
+    std::string name;
+    Tensor* slot;
+    bool persistent = true;
+  };
+  struct ChildEntry {
+    std::string name;
+    Module* module;
+  };
+  struct HookEntry {
+    int handle;
+    ForwardPreHook pre;
+    ForwardHook post;
+  };
+
+  void check_new_name(const std::string& name, const char* what) const;
+  void set_path(const std::string& path);
+  std::string qualified(const std::string& name) const { return path_.empty() ? name : path_ + "." + name; }
+  void collect_named(const std::string& prefix, bool recurse, bool want_parameters, bool persistent_only,
+                     std::vector<std::pair<std::string, Tensor>>& out) const;
+  // Parameters (hidden ones too) and persistent buffers in state_dict order.
+  void collect_state(const std::string& prefix, StateDict& out);
+  std::vector<std::pair<std::string, Tensor*>> named_state_slots();
+
+  std::vector<ParameterEntry> parameters_;
+  std::vector<BufferEntry> buffers_;
+  std::vector<ChildEntry> children_;
+  std::vector<HookEntry> hooks_;
+  std::vector<std::shared_ptr<ModuleAttachment>> attachments_;
+  StateDictOverride state_dict_override_;
+  LoadStateDictOverride load_state_dict_override_;
+  std::string path_;
+  bool training_ = true;
+  int next_hook_handle_ = 0;
+};
+
+// PyTorch-style printing: "Net(\n  (fc1): Linear(in_features=784, ...)\n ...)".
+std::ostream& operator<<(std::ostream& out, Module& module);
+
+}  // namespace tessera::nn

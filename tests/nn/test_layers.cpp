@@ -1,0 +1,79 @@
+// Layers: shapes, defaults and behaviour as in PyTorch.
+#include <doctest/doctest.h>
+
+#include <tessera/tessera.h>
+
+namespace ts = tessera;
+namespace nn = tessera::nn;
+using ts::DType;
+using ts::Shape;
+
+TEST_CASE("Linear computes x W^T + b") {
+  nn::Linear fc(3, 2);
+  ts::NoGradGuard no_grad;
+  fc.weight.copy_(ts::tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  fc.bias.copy_(ts::tensor<float>({0.5, -0.5}));
+  ts::Tensor y = fc(ts::tensor<float>({1, 1, 1, 0, 1, 0}, {2, 3}));
+  CHECK(y.to_vector<float>() == std::vector<float>{6.5f, 14.5f, 2.5f, 4.5f});
+}
+
+TEST_CASE("Conv2d shapes and default initialisation bounds") {
+  nn::Conv2d conv(1, 32, 3);
+  ts::Generator gen(0);
+  ts::Tensor y = conv(ts::randn({2, 1, 28, 28}, gen));
+  CHECK(y.sizes() == Shape{2, 32, 26, 26});
+  double bound = 1.0 / 3.0;  // 1 / sqrt(1 * 3 * 3)
+  CHECK(conv.weight.abs().max().item<float>() <= bound);
+  CHECK(conv.weight.abs().max().item<float>() > 0.9 * bound);
+  CHECK(conv.bias.abs().max().item<float>() <= bound);
+  nn::Conv2d strided(3, 4, {3, 2}, {.stride = 2, .padding = {1, 0}, .bias = false});
+  CHECK_FALSE(strided.bias.defined());
+  CHECK(strided(ts::zeros({1, 3, 9, 9})).sizes() == Shape{1, 4, 5, 4});
+}
+
+TEST_CASE("Dropout is keyed by module, step and global row") {
+  struct TwoDropouts : nn::Module {
+    nn::Dropout a{0.5}, b{0.5};
+    TwoDropouts() { register_modules({{"a", a}, {"b", b}}); }
+  } m;
+  ts::Tensor x = ts::ones({6, 40});
+  ts::Tensor ya, yb, tail;
+  {
+    nn::BatchScope scope({.seed = 1, .step = 7, .first_row = 0});
+    ya = m.a(x);
+    yb = m.b(x);
+  }
+  CHECK(ya.to_vector<float>() != yb.to_vector<float>());  // layers draw from their own streams
+  {
+    nn::BatchScope scope({.seed = 1, .step = 7, .first_row = 4});
+    tail = m.a(x.narrow(0, 4, 2));
+  }
+  CHECK(tail.to_vector<float>() == ya.narrow(0, 4, 2).contiguous().to_vector<float>());
+  m.eval();
+  CHECK(m.a(x).to_vector<float>() == x.to_vector<float>());
+}
+
+TEST_CASE("MaxPool2d, Flatten, LogSoftmax, ReLU") {
+  ts::Tensor x = ts::arange(16, {.dtype = DType::f32}).view({1, 1, 4, 4});
+  nn::MaxPool2d pool(2);
+  CHECK(pool(x).to_vector<float>() == std::vector<float>{5, 7, 13, 15});
+  nn::Flatten flatten;
+  CHECK(flatten(x).sizes() == Shape{1, 16});
+  nn::LogSoftmax log_softmax(1);
+  ts::Tensor p = log_softmax(ts::zeros({2, 4})).exp();
+  CHECK(p.sum().item<float>() == doctest::Approx(2.0));
+  nn::ReLU relu;
+  CHECK(relu(ts::tensor<float>({-1, 2})).to_vector<float>() == std::vector<float>{0, 2});
+}
+
+TEST_CASE("Sequential names its modules 0, 1, ... and runs them in order") {
+  nn::Sequential mlp;
+  mlp.emplace<nn::Linear>(4, 8);
+  mlp.emplace<nn::ReLU>();
+  mlp.emplace<nn::Linear>(8, 2);
+  CHECK(mlp.size() == 3);
+  std::vector<std::string> names;
+  for (auto& [name, t] : mlp.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  CHECK(mlp(ts::ones({5, 4})).sizes() == Shape{5, 2});
+}
