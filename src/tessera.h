@@ -19,3 +19,4 @@
 #include "tessera/tensor/state_dict.h"
 #include "tessera/tensor/tensor.h"
 #include "tessera/nn/nn.h"
+#include "tessera/optim/optim.h"

@@ -1,0 +1,70 @@
+// Adadelta's fused update; the order of operations is _single_tensor_adadelta's (torch 1.13).
+#include "tessera/optim/adadelta.h"
+
+#include <cmath>
+
+#include "tessera/optim/elementwise.h"
+#include "tessera/tensor/error.h"
+#include "tessera/tensor/factory.h"
+
+namespace tessera::optim {
+
+Adadelta::Adadelta(std::vector<Tensor> params, const AdadeltaOptions& options)
+    : Optimizer(std::move(params)), options_(options) {
+  validate_options();
+  register_hyperparameter("lr", options_.lr);
+  register_hyperparameter("rho", options_.rho);
+  register_hyperparameter("eps", options_.eps);
+  register_hyperparameter("weight_decay", options_.weight_decay);
+  register_hyperparameter("maximize", options_.maximize);
+}
+
+void Adadelta::validate_options() const {
+  const AdadeltaOptions& o = options_;
+  TS_CHECK(o.lr >= 0.0, ValueError, "Adadelta: invalid learning rate ", o.lr, " (must be >= 0)");
+  TS_CHECK(o.rho >= 0.0 && o.rho <= 1.0, ValueError, "Adadelta: invalid rho ", o.rho, " (must be in [0, 1])");
+  TS_CHECK(o.eps >= 0.0, ValueError, "Adadelta: invalid eps ", o.eps, " (must be >= 0)");
+  TS_CHECK(o.weight_decay >= 0.0, ValueError, "Adadelta: invalid weight_decay ", o.weight_decay, " (must be >= 0)");
+}
+
+std::vector<Optimizer::StateSlot> Adadelta::state_slots() const {
+  return {{"step", false, true}, {"square_avg", true, true}, {"acc_delta", true, true}};
+}
+
+namespace {
+
+template <class T>
+void adadelta_update(T* param, const T* grad, T* square_avg, T* acc_delta, int64_t n, const AdadeltaOptions& o) {
+  const T rho = static_cast<T>(o.rho), one_minus_rho = static_cast<T>(1.0 - o.rho);
+  const T eps = static_cast<T>(o.eps), weight_decay = static_cast<T>(o.weight_decay);
+  const T negative_lr = static_cast<T>(-o.lr);
+  const bool decay = o.weight_decay != 0.0, maximize = o.maximize;
+  detail::for_each_element(n, [=](int64_t i) {
+    T g = maximize ? -grad[i] : grad[i];
+    if (decay) g = detail::add_scaled(g, param[i], weight_decay);
+    const T v = detail::addcmul(square_avg[i] * rho, g, g, one_minus_rho);
+    square_avg[i] = v;
+    const T std_dev = std::sqrt(v + eps);
+    const T delta = std::sqrt(acc_delta[i] + eps) / std_dev * g;
+    acc_delta[i] = detail::addcmul(acc_delta[i] * rho, delta, delta, one_minus_rho);
+    param[i] = detail::add_scaled(param[i], delta, negative_lr);
+  });
+}
+
+}  // namespace
+
+void Adadelta::update(Tensor& param, const Tensor& grad, StateDict& state) {
+  if (state.empty()) {
+    state.insert("step", full({}, 0.0, {.dtype = DType::f64}));
+    state.insert("square_avg", zeros_like(param));
+    state.insert("acc_delta", zeros_like(param));
+  }
+  // Adadelta's update does not read the step; PyTorch counts it for checkpoints.
+  state.at("step").fill_(state.at("step").item<double>() + 1.0);
+  dispatch_floating(param.dtype(), "Adadelta.step", [&]<class T>() {
+    adadelta_update<T>(param.data_ptr<T>(), grad.data_ptr<T>(), state.at("square_avg").data_ptr<T>(),
+                       state.at("acc_delta").data_ptr<T>(), param.numel(), options_);
+  });
+}
+
+}  // namespace tessera::optim
