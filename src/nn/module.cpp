@@ -260,41 +260,47 @@ StateDict Module::state_dict() {
   return out;
 }
 
+void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& expected, const StateDict& state,
+                            bool strict, const std::string& what) {
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> known;
+  for (const auto& [name, shape] : expected) {
+    known.insert(name);
+    if (!state.contains(name)) {
+      missing.push_back(name);
+    } else if (state.at(name).sizes() != shape) {
+      mismatched.push_back(name + ": checkpoint " + shape_str(state.at(name).sizes()) + ", model " + shape_str(shape));
+    }
+  }
+  for (const auto& [name, tensor] : state) {
+    if (known.count(name) == 0) unexpected.push_back(name);
+  }
+  if (mismatched.empty() && (!strict || (missing.empty() && unexpected.empty()))) return;
+  std::ostringstream message;
+  message << "load_state_dict: the state does not match this " << what << ".";
+  auto list = [&](const char* title, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    message << "\n  " << title << ":";
+    for (const std::string& n : names) message << "\n    " << n;
+  };
+  list("missing keys", missing);
+  list("unexpected keys", unexpected);
+  list("shape mismatches", mismatched);
+  throw ValueError(message.str());
+}
+
 void Module::load_state_dict(const StateDict& state, bool strict) {
   if (load_state_dict_override_) {
     load_state_dict_override_(*this, state, strict);
     return;
   }
-  StateDict own;
-  collect_state("", own);
-  std::vector<std::string> missing, unexpected, mismatched;
-  for (const auto& [name, tensor] : own) {
-    if (!state.contains(name)) {
-      missing.push_back(name);
-    } else if (state.at(name).sizes() != tensor.sizes()) {
-      mismatched.push_back(name + ": checkpoint " + shape_str(state.at(name).sizes()) + ", model " +
-                           shape_str(tensor.sizes()));
-    }
-  }
-  for (const auto& [name, tensor] : state) {
-    if (!own.contains(name)) unexpected.push_back(name);
-  }
-  if (!mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
-    std::ostringstream message;
-    message << "load_state_dict: the state does not match this " << type_name() << ".";
-    auto list = [&](const char* what, const std::vector<std::string>& names) {
-      if (names.empty()) return;
-      message << "\n  " << what << ":";
-      for (const std::string& n : names) message << "\n    " << n;
-    };
-    list("missing keys", missing);
-    list("unexpected keys", unexpected);
-    list("shape mismatches", mismatched);
-    throw ValueError(message.str());
-  }
+  std::vector<std::pair<std::string, Tensor*>> slots = state_slots();
+  std::vector<std::pair<std::string, Shape>> expected;
+  for (auto& [name, slot] : slots) expected.emplace_back(name, slot->sizes());
+  check_state_dict_match(expected, state, strict, type_name());
   // Copy into the registered tensors (their identity is kept, as optimizers hold them).
   NoGradGuard no_grad;
-  for (auto& [name, target] : named_state_slots()) {
+  for (auto& [name, target] : slots) {
     if (!state.contains(name)) continue;
     Tensor& slot = *target;
     if (is_deferred(slot)) slot.storage()->resize(slot.storage()->nbytes());  // allocate without filling
@@ -302,7 +308,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   }
 }
 
-std::vector<std::pair<std::string, Tensor*>> Module::named_state_slots() {
+std::vector<std::pair<std::string, Tensor*>> Module::state_slots() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (auto& [prefix, m] : named_modules()) {
     std::string dotted = prefix.empty() ? "" : prefix + ".";

@@ -118,6 +118,17 @@ class Module {
   // Every registered parameter slot of this module (not its children), hidden ones too.
   std::vector<std::pair<std::string, Tensor*>> parameter_slots();
   void attach(std::shared_ptr<ModuleAttachment> attachment) { attachments_.push_back(std::move(attachment)); }
+  // The first attachment of type T, or null.
+  template <class T>
+  T* find_attachment() const {
+    for (const auto& a : attachments_) {
+      if (auto* typed = dynamic_cast<T*>(a.get())) return typed;
+    }
+    return nullptr;
+  }
+  // The slots behind state_dict(), in its order: parameters (hidden ones too) and
+  // persistent buffers, with dotted names. An override of state_dict uses this.
+  std::vector<std::pair<std::string, Tensor*>> state_slots();
 
  protected:
   // A parameter of `shape` whose values come from `rule` on first use (see above).
@@ -152,7 +163,6 @@ class Module {
                      std::vector<std::pair<std::string, Tensor>>& out) const;
   // Parameters (hidden ones too) and persistent buffers in state_dict order.
   void collect_state(const std::string& prefix, StateDict& out);
-  std::vector<std::pair<std::string, Tensor*>> named_state_slots();
 
   std::vector<ParameterEntry> parameters_;
   std::vector<BufferEntry> buffers_;
@@ -165,6 +175,12 @@ class Module {
   bool training_ = true;
   int next_hook_handle_ = 0;
 };
+
+// Checks `state` against the expected names and shapes of a module's state dict and throws
+// one ValueError listing missing keys, unexpected keys and shape mismatches together.
+// Shape mismatches always fail; missing and unexpected keys only when strict.
+void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& expected, const StateDict& state,
+                            bool strict, const std::string& what);
 
 // PyTorch-style printing: "Net(\n  (fc1): Linear(in_features=784, ...)\n ...)".
 std::ostream& operator<<(std::ostream& out, Module& module);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tessera/nn/batch_scope.h"
+#include "tessera/nn/clip_grad.h"
 #include "tessera/nn/init.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"

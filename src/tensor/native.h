@@ -41,6 +41,7 @@ bool viewable(const Tensor& self, const Shape& shape);
 
 // Copies and conversions.
 void copy_(Tensor& dst, const Tensor& src);  // broadcasts src, converts dtype, crosses devices
+void copy_on_device_(Tensor& dst, const Tensor& src);  // both on one device: the backend's copy
 void fill_(Tensor& self, double value);
 Tensor contiguous(const Tensor& self);  // self when already contiguous
 Tensor clone(const Tensor& self);

@@ -9,9 +9,11 @@
 
 #include "tessera/tensor/cpu/gemm.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
+
+using namespace native;
 
 namespace {
 
@@ -196,4 +198,4 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   return grad_weight;
 }
 
-}  // namespace tessera::native
+}  // namespace tessera::cpu

@@ -1,12 +1,14 @@
-// Copies, fills and conversions on the CPU.
+// Same-device copies (with dtype conversion) and fills on the CPU.
 #include <cstring>
 
 #include "tessera/tensor/cpu/convert.h"
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
+
+using namespace native;
 
 namespace {
 
@@ -35,24 +37,6 @@ void copy_typed(Tensor& dst, const Tensor& src) {
 }  // namespace
 
 void copy_(Tensor& dst, const Tensor& src) {
-  check_defined(dst, "copy_", "destination");
-  check_defined(src, "copy_", "source");
-  Shape shape = broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
-  TS_CHECK(shape == dst.sizes(), ShapeError, "copy_: source of shape ", shape_str(src.sizes()),
-           " does not broadcast to destination shape ", shape_str(dst.sizes()));
-  if (dst.numel() == 0) return;
-  if (dst.device() != src.device()) {
-    // Cross-device: stage a contiguous copy of the source with the destination's dtype.
-    Tensor staged = contiguous(to_dtype(src, dst.dtype()));
-    if (staged.sizes() == dst.sizes() && dst.is_contiguous()) {
-      copy_bytes(dst.data_ptr(), dst.device(), staged.data_ptr(), staged.device(), dst.nbytes());
-      return;
-    }
-    Tensor moved = empty(staged.sizes(), staged.dtype(), dst.device());
-    copy_bytes(moved.data_ptr(), moved.device(), staged.data_ptr(), staged.device(), staged.nbytes());
-    copy_(dst, moved);
-    return;
-  }
   check_cpu(dst, "copy_");
   dispatch_all(dst.dtype(), [&]<class To>() {
     dispatch_all(src.dtype(), [&]<class From>() { copy_typed<To, From>(dst, src); });
@@ -73,29 +57,4 @@ void fill_(Tensor& self, double value) {
   });
 }
 
-Tensor contiguous(const Tensor& self) {
-  if (self.is_contiguous()) return self;
-  return clone(self);
-}
-
-Tensor clone(const Tensor& self) {
-  Tensor out = empty(self.sizes(), self.dtype(), self.device());
-  copy_(out, self);
-  return out;
-}
-
-Tensor to_dtype(const Tensor& self, DType dtype) {
-  if (self.dtype() == dtype) return self;
-  Tensor out = empty(self.sizes(), dtype, self.device());
-  copy_(out, self);
-  return out;
-}
-
-Tensor to_device(const Tensor& self, Device device) {
-  if (self.device() == device) return self;
-  Tensor out = empty(self.sizes(), self.dtype(), device);
-  copy_(out, self);
-  return out;
-}
-
-}  // namespace tessera::native
+}  // namespace tessera::cpu

@@ -7,9 +7,11 @@
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/device_check.h"
 #include "tessera/tensor/dropout_key.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
+
+using namespace native;
 
 std::tuple<Tensor, Tensor> dropout(const Tensor& input_in, double p, const DropoutKey& key) {
   check_defined(input_in, "dropout");
@@ -56,4 +58,4 @@ Tensor dropout_backward(const Tensor& grad_output_in, const Tensor& mask_in, dou
   return grad_input;
 }
 
-}  // namespace tessera::native
+}  // namespace tessera::cpu

@@ -3,44 +3,11 @@
 
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
 
-const char* op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::abs: return "abs";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::sign: return "sign";
-    case UnaryOp::reciprocal: return "reciprocal";
-  }
-  return "unary";
-}
-
-const char* op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
-    case BinaryOp::pow: return "pow";
-    case BinaryOp::maximum: return "maximum";
-    case BinaryOp::minimum: return "minimum";
-    case BinaryOp::eq: return "eq";
-    case BinaryOp::ne: return "ne";
-    case BinaryOp::lt: return "lt";
-    case BinaryOp::le: return "le";
-    case BinaryOp::gt: return "gt";
-    case BinaryOp::ge: return "ge";
-  }
-  return "binary";
-}
+using namespace native;
 
 namespace {
 
@@ -199,12 +166,12 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 Tensor binary(BinaryOp op, const Tensor& a, double b) {
   check_defined(a, op_name(op));
-  return binary(op, a, full({}, b, a.dtype(), a.device()));
+  return cpu::binary(op, a, full({}, b, a.dtype(), a.device()));
 }
 
 Tensor binary(BinaryOp op, double a, const Tensor& b) {
   check_defined(b, op_name(op));
-  return binary(op, full({}, a, b.dtype(), b.device()), b);
+  return cpu::binary(op, full({}, a, b.dtype(), b.device()), b);
 }
 
 void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
@@ -218,7 +185,7 @@ void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
 
 void binary_(BinaryOp op, Tensor& a, double b) {
   check_defined(a, op_name(op));
-  binary_(op, a, full({}, b, a.dtype(), a.device()));
+  cpu::binary_(op, a, full({}, b, a.dtype(), a.device()));
 }
 
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
@@ -264,4 +231,4 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   return out;
 }
 
-}  // namespace tessera::native
+}  // namespace tessera::cpu

@@ -1,9 +1,11 @@
 // matmul and linear on the CPU: batched GEMM over (broadcast) batch dims.
 #include "tessera/tensor/cpu/gemm.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
+
+using namespace native;
 
 namespace {
 
@@ -120,4 +122,4 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return out;
 }
 
-}  // namespace tessera::native
+}  // namespace tessera::cpu

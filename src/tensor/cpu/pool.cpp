@@ -5,9 +5,11 @@
 
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
+
+using namespace native;
 
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOptions& o) {
   check_defined(input_in, "max_pool2d");
@@ -83,4 +85,4 @@ Tensor max_pool2d_backward(const Tensor& grad_output_in, const Tensor& indices_i
   return grad_input;
 }
 
-}  // namespace tessera::native
+}  // namespace tessera::cpu

@@ -7,9 +7,11 @@
 
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
+
+using namespace native;
 
 namespace {
 
@@ -172,28 +174,4 @@ std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim
   return {values, indices};
 }
 
-Tensor argmax(const Tensor& self, int64_t dim, bool keepdim) {
-  return std::get<1>(max_dim(self, dim, keepdim));
-}
-
-Tensor sum_to(const Tensor& self, const Shape& shape) {
-  if (self.sizes() == shape) return self;
-  TS_CHECK(self.sizes().size() >= shape.size(), ShapeError, "sum_to: cannot reduce shape ",
-           shape_str(self.sizes()), " to ", shape_str(shape));
-  size_t lead = self.sizes().size() - shape.size();
-  Shape dims;
-  for (size_t i = 0; i < self.sizes().size(); ++i) {
-    if (i < lead) {
-      dims.push_back(static_cast<int64_t>(i));
-    } else if (shape[i - lead] == 1 && self.sizes()[i] != 1) {
-      dims.push_back(static_cast<int64_t>(i));
-    } else {
-      TS_CHECK(shape[i - lead] == self.sizes()[i], ShapeError, "sum_to: cannot reduce shape ",
-               shape_str(self.sizes()), " to ", shape_str(shape));
-    }
-  }
-  if (dims.empty()) return view(self, shape);
-  return view(sum(self, dims, true), shape);
-}
-
-}  // namespace tessera::native
+}  // namespace tessera::cpu

@@ -7,9 +7,11 @@
 
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/cpu/kernels.h"
 
-namespace tessera::native {
+namespace tessera::cpu {
+
+using namespace native;
 
 namespace {
 
@@ -194,4 +196,4 @@ Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, 
   return grad_input;
 }
 
-}  // namespace tessera::native
+}  // namespace tessera::cpu

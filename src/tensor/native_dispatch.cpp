@@ -1,0 +1,78 @@
+// Routes each device-specific native op to its backend by the device of its first tensor
+// operand. This file is the only place that knows the backends.
+#include "tessera/config.h"
+#include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/native.h"
+
+// The CUDA backend adds its branch here: (tensor).is_cuda() ? cuda::kernel(...) : ...
+// Until then a CUDA tensor reaches the CPU kernel, whose check names the device.
+#define TS_DISPATCH(tensor, kernel, ...) return ::tessera::cpu::kernel(__VA_ARGS__)
+
+namespace tessera::native {
+
+void copy_on_device_(Tensor& dst, const Tensor& src) { TS_DISPATCH(dst, copy_, dst, src); }
+void fill_(Tensor& self, double value) { TS_DISPATCH(self, fill_, self, value); }
+
+Tensor unary(UnaryOp op, const Tensor& self) { TS_DISPATCH(self, unary, op, self); }
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) { TS_DISPATCH(a, binary, op, a, b); }
+Tensor binary(BinaryOp op, const Tensor& a, double b) { TS_DISPATCH(a, binary, op, a, b); }
+Tensor binary(BinaryOp op, double a, const Tensor& b) { TS_DISPATCH(b, binary, op, a, b); }
+void binary_(BinaryOp op, Tensor& a, const Tensor& b) { TS_DISPATCH(a, binary_, op, a, b); }
+void binary_(BinaryOp op, Tensor& a, double b) { TS_DISPATCH(a, binary_, op, a, b); }
+void add_scaled_(Tensor& self, const Tensor& other, double alpha) { TS_DISPATCH(self, add_scaled_, self, other, alpha); }
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { TS_DISPATCH(a, where, cond, a, b); }
+Tensor relu_backward(const Tensor& grad, const Tensor& input) { TS_DISPATCH(grad, relu_backward, grad, input); }
+
+Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) { TS_DISPATCH(self, sum, self, dims, keepdim); }
+Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) { TS_DISPATCH(self, amax, self, dims, keepdim); }
+std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
+  TS_DISPATCH(self, max_dim, self, dim, keepdim);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) { TS_DISPATCH(a, matmul, a, b); }
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { TS_DISPATCH(x, linear, x, weight, bias); }
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+  TS_DISPATCH(input, conv2d, input, weight, bias, options);
+}
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                             const Conv2dOptions& options) {
+  TS_DISPATCH(grad_output, conv2d_backward_input, grad_output, weight, input_shape, options);
+}
+Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
+                              const Conv2dOptions& options) {
+  TS_DISPATCH(grad_output, conv2d_backward_weight, grad_output, input, weight_shape, options);
+}
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options) {
+  TS_DISPATCH(input, max_pool2d, input, options);
+}
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape) {
+  TS_DISPATCH(grad_output, max_pool2d_backward, grad_output, indices, input_shape);
+}
+
+Tensor log_softmax(const Tensor& self, int64_t dim) { TS_DISPATCH(self, log_softmax, self, dim); }
+Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  TS_DISPATCH(grad_output, log_softmax_backward, grad_output, output, dim);
+}
+Tensor softmax(const Tensor& self, int64_t dim) { TS_DISPATCH(self, softmax, self, dim); }
+Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  TS_DISPATCH(grad_output, softmax_backward, grad_output, output, dim);
+}
+std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
+                                    Reduction reduction, int64_t ignore_index) {
+  TS_DISPATCH(log_probs, nll_loss, log_probs, target, weight, reduction, ignore_index);
+}
+Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& log_probs, const Tensor& target,
+                         const Tensor& weight, Reduction reduction, int64_t ignore_index,
+                         const Tensor& total_weight) {
+  TS_DISPATCH(log_probs, nll_loss_backward, grad_output, log_probs, target, weight, reduction, ignore_index,
+              total_weight);
+}
+std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, const DropoutKey& key) {
+  TS_DISPATCH(input, dropout, input, p, key);
+}
+Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p) {
+  TS_DISPATCH(grad_output, dropout_backward, grad_output, mask, p);
+}
+
+}  // namespace tessera::native

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the built library into a scratch folder and builds a user's program against it
+# through pkg-config, as the README tells users to.
+#   check_install.sh BUILD_DIR SOURCE_FILE
+set -euo pipefail
+build_dir=$1
+source_file=$2
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+DESTDIR="$scratch/root" meson install -C "$build_dir" --no-rebuild --quiet
+pc_file=$(find "$scratch/root" -name tessera.pc | head -n 1)
+[[ -n "$pc_file" ]] || { echo "tessera.pc was not installed" >&2; exit 1; }
+export PKG_CONFIG_PATH="$(dirname "$pc_file")"
+export PKG_CONFIG_SYSROOT_DIR="$scratch/root"
+flags=$(pkg-config --cflags --libs tessera)
+echo "pkg-config --cflags --libs tessera: $flags"
+g++ -std=c++20 -O1 "$source_file" -o "$scratch/user_model" $flags
+libdir=$(dirname "$(find "$scratch/root" -name 'libtessera.so' | head -n 1)")
+LD_LIBRARY_PATH="$libdir" "$scratch/user_model"
