@@ -9,6 +9,7 @@
 #include "tessera/autograd/functions.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/gradcheck.h"
+#include "tessera/io/atomic_file.h"
 #include "tessera/io/errors.h"
 #include "tessera/io/json.h"
 #include "tessera/io/safetensors.h"

@@ -170,3 +170,10 @@ TEST_CASE("json: asking a value for the wrong kind names what was found and wher
   CHECK_THROWS_AS((void)json::Value(1.5).as_int(), FormatError);
   CHECK(json::Value(7).as_double() == 7.0);
 }
+
+TEST_CASE("json: the header example") {
+  json::Value header = json::parse(R"({"w": {"shape": [2, 3]}})");
+  int64_t rows = header.at("w").at("shape").as_array()[0].as_int();
+  CHECK(rows == 2);
+  CHECK(json::write(header) == R"({"w":{"shape":[2,3]}})");
+}

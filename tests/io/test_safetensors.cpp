@@ -433,6 +433,26 @@ TEST_CASE("safetensors: save refuses what it cannot write before touching the di
   CHECK(dir.entries().empty());
 }
 
+TEST_CASE("AtomicFile: nothing appears before commit, and an abandoned file leaves no trace") {
+  TempDir dir;
+  std::string path = dir.file("data.bin");
+  {
+    io::AtomicFile file(path);
+    file.write("abc", 3);
+    CHECK(dir.entries().size() == 1);  // only the temporary
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK(file.temp_path().find(dir.file(".data.bin.tmp-")) == 0);
+    file.commit();
+  }
+  CHECK(read_file_bytes(path) == "abc");
+  {
+    io::AtomicFile file(path);
+    file.write("replaced", 8);
+  }  // never committed
+  CHECK(read_file_bytes(path) == "abc");
+  CHECK(dir.entries() == std::vector<std::string>{"data.bin"});
+}
+
 TEST_CASE("safetensors: saves are atomic") {
   TempDir dir;
   std::string path = dir.file("model.safetensors");
