@@ -52,6 +52,7 @@ Device Tensor::device() const {
 
 bool Tensor::is_contiguous() const {
   const Shape& shape = sizes();
+  if (numel() == 0) return true;  // as in PyTorch: no element is out of place
   int64_t expected = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 1) continue;

@@ -1,0 +1,46 @@
+// Thin, checked wrappers over POSIX file calls: an owning file descriptor, whole writes and
+// positioned reads that retry on EINTR and short counts, and the OS error text for messages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tessera::io {
+
+// strerror(error), without strerror's shared buffer.
+std::string os_error(int error);
+
+class FileDescriptor {
+ public:
+  FileDescriptor() = default;
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() { reset(); }
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  // Closes, ignoring errors (for cleanup paths); close_checked() reports them.
+  void reset();
+  // 0 or the errno of close().
+  int close_checked();
+
+ private:
+  int fd_ = -1;
+};
+
+// Writes all `count` bytes; returns 0 or the errno of the failing write.
+int write_all(int fd, const void* data, size_t count);
+// Reads up to `count` bytes at `offset`, stopping early only at the end of the file.
+// Returns the bytes read, or -errno.
+int64_t pread_full(int fd, void* out, size_t count, uint64_t offset);
+
+}  // namespace tessera::io
