@@ -4,9 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <set>
-#include <sstream>
 
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/tensor/error.h"
@@ -60,16 +57,17 @@ void Optimizer::step() {
     Tensor& param = params_[i];
     Tensor grad = param.grad();
     if (!grad.defined()) continue;
-    const std::string where = type_name() + ".step: parameter " + std::to_string(i) + " (" + param.str() + ")";
-    TS_CHECK(!param.is_cuda() && !grad.is_cuda(), DeviceError, where,
+    // Built only when a check fails (TS_CHECK evaluates its message lazily).
+    auto where = [&] { return type_name() + ".step: parameter " + std::to_string(i) + " (" + param.str() + ")"; };
+    TS_CHECK(!param.is_cuda() && !grad.is_cuda(), DeviceError, where(),
              ": optimizer updates are implemented for CPU tensors only");
-    TS_CHECK(param.dtype() == DType::f32 || param.dtype() == DType::f64, DTypeError, where,
+    TS_CHECK(param.dtype() == DType::f32 || param.dtype() == DType::f64, DTypeError, where(),
              ": expected float32 or float64");
-    TS_CHECK(grad.dtype() == param.dtype(), DTypeError, where, ": gradient has dtype ", dtype_name(grad.dtype()));
-    TS_CHECK(grad.sizes() == param.sizes(), ShapeError, where, ": gradient has shape ", shape_str(grad.sizes()));
+    TS_CHECK(grad.dtype() == param.dtype(), DTypeError, where(), ": gradient has dtype ", dtype_name(grad.dtype()));
+    TS_CHECK(grad.sizes() == param.sizes(), ShapeError, where(), ": gradient has shape ", shape_str(grad.sizes()));
     // The fused loops walk raw memory; every parameter Tessera creates (module
     // parameters, FSDP shards) is contiguous, and a strided view would need a copy back.
-    TS_CHECK(param.is_contiguous(), ValueError, where, ": parameter must be contiguous");
+    TS_CHECK(param.is_contiguous(), ValueError, where(), ": parameter must be contiguous");
     grad = grad.contiguous();
     update(param, grad, state_[i]);
   }

@@ -18,7 +18,7 @@
 namespace tessera::optim {
 
 struct SGDOptions {
-  // Required, as in PyTorch: leaving it unset is an error at construction.
+  // Required, as in PyTorch: left unset (NaN), the constructor throws ValueError.
   double lr = std::numeric_limits<double>::quiet_NaN();
   double momentum = 0.0;
   double dampening = 0.0;
