@@ -109,11 +109,16 @@ struct Epoch::State {
         if (stop) return;
       }
       std::optional<Batch> batch;
+      std::exception_ptr failure;
       try {
         batch = plan.make(b);
       } catch (...) {
+        failure = std::current_exception();
+      }
+      // Published only after the handler has ended, so the consumer holds the last reference.
+      if (failure) {
         std::lock_guard lock(mutex);
-        error = std::current_exception();
+        error = std::move(failure);
         changed.notify_all();
         return;
       }

@@ -33,7 +33,8 @@ struct DataLoaderOptions {
   DistributedSampler sampler{};
 };
 
-// One pass over the data: a single-pass input range of const Batch&.
+// One pass over the data: a single-pass input range of const Batch&, each valid until the
+// next increment (copy the Batch, a few tensor handles, to keep it).
 class Epoch {
  public:
   class Iterator {

@@ -227,3 +227,34 @@ TEST_CASE("real Fashion-MNIST, when Debian's dataset-fashion-mnist is installed"
   CHECK(train.labels().narrow(0, 0, 10).to_vector<uint8_t>() == std::vector<uint8_t>{9, 0, 0, 3, 0, 2, 7, 2, 5, 5});
   CHECK(test.labels().narrow(0, 0, 10).to_vector<uint8_t>() == std::vector<uint8_t>{9, 2, 1, 1, 6, 1, 4, 6, 5, 7});
 }
+
+TEST_CASE("the header examples, run on a fake MNIST") {
+  TempDir dir;
+  write_fake(dir.path(), {.prefix = "train", .samples = 10});
+  const std::filesystem::path root = dir.path();
+  const int64_t rank = 1, world = 2;
+
+  // idx.h
+  ts::Tensor images = ts::data::read_idx(root / "train-images-idx3-ubyte");
+  CHECK(images.sizes() == Shape{10, 28, 28});
+  // transforms.h
+  ts::Tensor x = ts::data::Normalize{0.1307, 0.3081}(ts::data::to_tensor(images.unsqueeze(1)));
+  CHECK(x.sizes() == Shape{10, 1, 28, 28});
+  // dataloader.h
+  ts::data::MNIST train(root, ts::data::Split::train, ts::data::kMnistNormalize);
+  ts::data::DataLoader loader(train, {.batch_size = 4, .shuffle = true, .seed = 1,
+                                      .sampler = {.rank = rank, .world_size = world}});
+  int64_t rows = 0;
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    for (const ts::data::Batch& batch : loader.epoch(epoch)) {
+      CHECK(batch.data.sizes() == Shape{batch.rows(), 1, 28, 28});
+      // Rank 1's rows are normalized exactly like the whole-dataset transform above.
+      std::vector<int64_t> indices = loader.batch_indices(epoch, batch.index);
+      for (size_t r = 0; r < indices.size(); ++r) {
+        CHECK(batch.data[static_cast<int64_t>(r)].to_vector<float>() == x[indices[r]].to_vector<float>());
+      }
+      rows += batch.rows();
+    }
+  }
+  CHECK(rows == 2 * (2 + 2 + 1));  // rank 1's halves of the global batches of 4, 4 and 2, two epochs
+}
