@@ -85,7 +85,8 @@ class DataLoader {
   int64_t size() const;  // batches per epoch, the same on every rank
   int64_t dataset_size() const { return dataset_->size(); }
   const DataLoaderOptions& options() const { return options_; }
-  // This rank's dataset indices for batch `batch` of epoch `epoch`, in batch order.
+  // This rank's dataset indices for batch `batch` of epoch `epoch`, in batch order (recomputes
+  // the epoch's order: O(dataset size) per call).
   std::vector<int64_t> batch_indices(int64_t epoch, int64_t batch) const;
 
  private:
