@@ -9,6 +9,7 @@
 #include "tessera/autograd/functions.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/gradcheck.h"
+#include "tessera/dist/dist.h"
 #include "tessera/tensor/allocator.h"
 #include "tessera/tensor/device.h"
 #include "tessera/tensor/dtype.h"
