@@ -25,8 +25,9 @@ std::optional<std::string> mpi_launcher_variable() {
 
 bool launched_by_mpirun() { return mpi_launcher_variable().has_value(); }
 
-bool debug_mode_from_environment() {
-  const char* value = std::getenv("TESSERA_DIST_DEBUG");
+bool debug_mode_from_environment() { return parse_debug_mode(std::getenv("TESSERA_DIST_DEBUG")); }
+
+bool parse_debug_mode(const char* value) {
   if (value == nullptr) return false;
   std::string_view text(value);
   if (text.empty() || text == "0") return false;

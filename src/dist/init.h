@@ -33,5 +33,7 @@ bool launched_by_mpirun();
 
 // TESSERA_DIST_DEBUG: unset, "" or "0" off, "1" on; anything else is a ValueError.
 bool debug_mode_from_environment();
+// The same rule for a given value (null: unset).
+bool parse_debug_mode(const char* value);
 
 }  // namespace tessera::dist

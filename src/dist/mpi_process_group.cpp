@@ -101,6 +101,7 @@ void MpiProcessGroup::check_supported(const CollectiveCall& call) const {
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
+  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(name(), call.sequence, describe(call));
   Buffers buffers;
   if (call.count() > 0) {
     buffers.input = call.input.data_ptr();
@@ -115,6 +116,7 @@ std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall call, std::string name,
                                                                bool debug_checks) {
+  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(this->name(), call.sequence, describe(call));
   CallFingerprint fingerprint = fingerprint_of(call);
   auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name, "'"));
   auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();

@@ -96,13 +96,28 @@ std::shared_ptr<MpiRuntime> MpiRuntime::start(int* argc, char*** argv) {
   runtime->thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   TS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &runtime->world_rank_));
   TS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &runtime->world_size_));
+  if (runtime->owns_mpi_ && runtime->thread_multiple_ && runtime->world_size_ > 1) {
+    TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->control_));
+    TS_MPI_CHECK(MPI_Comm_set_errhandler(runtime->control_, MPI_ERRORS_RETURN));
+    runtime->exit_watch_ = std::make_unique<ExitWatch>(runtime->control_, runtime->world_rank_, runtime->world_size_);
+  }
   std::set_terminate(abort_job_on_terminate);
   current = runtime;
   return runtime;
 }
 
 MpiRuntime::~MpiRuntime() {
-  if (owns_mpi_ && mpi_is_running()) MPI_Finalize();
+  if (!mpi_is_running()) return;
+  if (exit_watch_) {
+    try {
+      exit_watch_->announce_exit_and_wait();
+    } catch (const std::exception& error) {  // a destructor must not throw; MPI_Finalize still runs
+      std::fprintf(stderr, "tessera::dist: rank %d: exit handshake failed: %s\n", world_rank_, error.what());
+    }
+    exit_watch_.reset();
+    MPI_Comm_free(&control_);
+  }
+  if (owns_mpi_) MPI_Finalize();
 }
 
 }  // namespace tessera::dist

@@ -10,10 +10,16 @@
 // leaving them blocked in a collective. That is the one place Tessera ends a process,
 // and only where std::terminate would have ended it anyway.
 //
+// Before finalizing, the runtime runs the ExitWatch's exit handshake (exit_watch.h), so
+// a rank returning from main while the others wait in a collective ends the job instead of
+// hanging it.
+//
 // Internal (needs <mpi.h>); init() is the public way in.
 #pragma once
 
 #include <memory>
+
+#include "tessera/dist/exit_watch.h"
 
 namespace tessera::dist {
 
@@ -31,6 +37,8 @@ class MpiRuntime {
   int world_size() const { return world_size_; }
   // Several groups' threads may call MPI at once only with MPI_THREAD_MULTIPLE.
   bool thread_multiple() const { return thread_multiple_; }
+  // Null when the watch does not run (see exit_watch.h).
+  ExitWatch* exit_watch() const { return exit_watch_.get(); }
 
  private:
   MpiRuntime() = default;
@@ -38,6 +46,8 @@ class MpiRuntime {
   bool thread_multiple_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
+  MPI_Comm control_ = MPI_COMM_NULL;  // the exit watch's own communicator
+  std::unique_ptr<ExitWatch> exit_watch_;
 };
 
 // True once MPI_Init has run and MPI_Finalize has not.
