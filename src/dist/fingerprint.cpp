@@ -18,8 +18,10 @@ CallFingerprint fingerprint_of(const CollectiveCall& call) {
   fingerprint.sequence = call.sequence;
   fingerprint.count = call.count();
   fingerprint.kind = static_cast<uint8_t>(call.kind);
-  fingerprint.has_tensors = call.has_tensors() ? 1 : 0;
-  if (call.has_tensors()) fingerprint.dtype = static_cast<uint8_t>(call.input.dtype());
+  if (call.has_tensors()) {
+    fingerprint.dtype = static_cast<uint8_t>(call.input.dtype());
+    fingerprint.device = static_cast<uint8_t>(1 + static_cast<int>(call.input.device().type));
+  }
   if (reduces(call.kind)) fingerprint.reduce_op = static_cast<uint8_t>(call.reduce_op);
   if (call.kind == CollectiveKind::broadcast) fingerprint.root = call.root;
   return fingerprint;
@@ -30,10 +32,11 @@ std::string describe(const CallFingerprint& fingerprint) {
   std::ostringstream out;
   out << '#' << fingerprint.sequence << ' ' << collective_name(kind);
   if (reduces(kind)) out << '(' << reduce_op_name(static_cast<ReduceOp>(fingerprint.reduce_op)) << ')';
-  if (fingerprint.has_tensors) {
+  if (fingerprint.device != 0) {
     out << ' ' << dtype_name(static_cast<DType>(fingerprint.dtype)) << " x " << fingerprint.count;
   }
   if (kind == CollectiveKind::broadcast) out << " from rank " << fingerprint.root;
+  if (fingerprint.device == 1 + static_cast<int>(DeviceType::cuda)) out << " cuda";
   return out.str();
 }
 

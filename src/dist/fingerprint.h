@@ -21,7 +21,8 @@ struct CallFingerprint {
   uint8_t kind = 0;        // CollectiveKind
   uint8_t dtype = 0;       // DType; 0 when the call has no tensors
   uint8_t reduce_op = 0;   // ReduceOp; 0 when the call does not reduce
-  uint8_t has_tensors = 0;
+  uint8_t device = 0;      // 0: no tensors; else 1 + DeviceType (a CPU tensor on one rank and
+                           // a CUDA tensor on another would go to different backends)
 
   bool operator==(const CallFingerprint&) const = default;
 };
@@ -29,7 +30,8 @@ static_assert(sizeof(CallFingerprint) == 24, "the fingerprint is exchanged as 24
 
 CallFingerprint fingerprint_of(const CollectiveCall& call);
 
-// "#5 all_reduce(sum) float32 x 10", "#2 broadcast float64 x 3 from rank 1", "#7 barrier".
+// "#5 all_reduce(sum) float32 x 10", "#2 broadcast float64 x 3 from rank 1", "#7 barrier";
+// CUDA calls end in " cuda".
 std::string describe(const CallFingerprint& fingerprint);
 
 // Empty when every rank's fingerprint is equal; otherwise the CollectiveMismatch message,

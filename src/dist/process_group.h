@@ -15,9 +15,10 @@
 //   ts::Tensor shard = ts::full({4}, world->rank());
 //   ts::Tensor full = ts::empty({4 * world->size()});
 //   world->all_gather_into(full, shard);          // [0 0 0 0 1 1 1 1 ...]
+//   ts::Tensor grad = ts::full({10}, world->rank());
 //   auto pending = world->all_reduce_async(grad, ts::dist::ReduceOp::avg);
 //   ...                                           // compute while it runs
-//   pending->wait();
+//   pending->wait();                              // grad: the mean over ranks
 #pragma once
 
 #include <cstdint>

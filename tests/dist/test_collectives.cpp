@@ -225,3 +225,17 @@ TEST_CASE("views: a narrowed slice of a larger buffer is gathered into and reduc
   world.all_reduce(buffer.narrow(0, 0, 1));
   CHECK(buffer.to_vector<float>().front() == -7.0f * size);
 }
+
+TEST_CASE("the example in process_group.h") {
+  std::shared_ptr<ts::dist::ProcessGroup> world = dist_test::world();
+  ts::Tensor shard = ts::full({4}, world->rank());
+  ts::Tensor full = ts::empty({4 * world->size()});
+  world->all_gather_into(full, shard);
+  ts::Tensor grad = ts::full({10}, world->rank());
+  auto pending = world->all_reduce_async(grad, ts::dist::ReduceOp::avg);
+  pending->wait();
+
+  std::vector<float> gathered = full.to_vector<float>();
+  for (int64_t j = 0; j < 4 * world->size(); ++j) CHECK(gathered[j] == static_cast<float>(j / 4));
+  CHECK(grad.to_vector<float>() == std::vector<float>(10, (world->size() - 1) / 2.0f));
+}

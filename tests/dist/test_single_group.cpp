@@ -62,6 +62,17 @@ TEST_CASE("fingerprints describe calls and equal fingerprints give no mismatch")
   CHECK(ts::dist::describe(broadcast) == "#2 broadcast float64 x 3 from rank 1");
   CHECK(ts::dist::describe(ts::dist::CollectiveCall{.kind = ts::dist::CollectiveKind::barrier, .sequence = 7}) ==
         "#7 barrier");
+  // The device is part of the fingerprint: a CPU call on one rank and a CUDA call on another differ.
+  auto impl = std::make_shared<ts::TensorImpl>();
+  impl->storage = std::make_shared<ts::Storage>(
+      4096, ts::Device::cuda(0), ts::PendingInit{.rule = ts::InitRule::constant(0), .dtype = ts::DType::f32, .key = "x"});
+  impl->sizes = {1024};
+  impl->strides = {1};
+  ts::Tensor on_gpu(impl);
+  ts::dist::CollectiveCall gather_on_gpu{.kind = ts::dist::CollectiveKind::all_gather, .input = on_gpu,
+                                         .output = on_gpu, .sequence = 5};
+  CHECK(ts::dist::describe(gather_on_gpu) == "#5 all_gather float32 x 1024 cuda");
+  CHECK_FALSE(ts::dist::fingerprint_of(gather_on_gpu) == ts::dist::fingerprint_of(gather));
 
   CallFingerprint one = ts::dist::fingerprint_of(gather);
   CHECK(ts::dist::mismatch_message({one, one, one}, "world", 0).empty());
