@@ -101,13 +101,13 @@ void MpiProcessGroup::check_supported(const CollectiveCall& call) const {
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
-  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(name(), call.sequence, describe(call));
   Buffers buffers;
-  if (call.count() > 0) {
+  if (call.count() > 0) {  // may throw (a released storage): before the exit watch counts the call
     buffers.input = call.input.data_ptr();
     buffers.output = call.output.data_ptr();
     buffers.overlap = !call.input.is_same(call.output) && memory_overlaps(call.input, call.output);
   }
+  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(name(), call.sequence, describe(call));
   CallFingerprint fingerprint = fingerprint_of(call);
   auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name(), "'"));
   submit(fingerprint, work, [this, call = std::move(call), buffers] { run(call, buffers); });
