@@ -20,6 +20,7 @@
 #include "tessera/data/mnist.h"
 #include "tessera/data/sampler.h"
 #include "tessera/data/transforms.h"
+#include "tessera/dist/dist.h"
 #include "tessera/tensor/allocator.h"
 #include "tessera/tensor/device.h"
 #include "tessera/tensor/dtype.h"

@@ -1,0 +1,109 @@
+// The exit notices between ranks (see exit_watch.h). A notice is text,
+// "world=5;world.1=3;", sent with MPI_CHAR on the control communicator.
+#include "tessera/dist/exit_watch.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "tessera/dist/errors.h"
+
+namespace tessera::dist {
+
+namespace {
+
+constexpr int kExitNoticeTag = 7301;
+constexpr auto kPollInterval = std::chrono::milliseconds(5);
+
+std::map<std::string, uint64_t> parse_notice(const std::string& text) {
+  std::map<std::string, uint64_t> counts;
+  std::istringstream entries(text);
+  for (std::string entry; std::getline(entries, entry, ';');) {
+    size_t equals = entry.rfind('=');
+    if (equals != std::string::npos) counts[entry.substr(0, equals)] = std::stoull(entry.substr(equals + 1));
+  }
+  return counts;
+}
+
+}  // namespace
+
+ExitWatch::ExitWatch(MPI_Comm control, int rank, int size)
+    : control_(control), rank_(rank), size_(size), watcher_([this] { watch(); }) {}
+
+ExitWatch::~ExitWatch() {
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void ExitWatch::before_issue(const std::string& group, uint64_t sequence, const std::string& call) {
+  std::lock_guard lock(mutex_);
+  auto exited = exited_counts_.find(group);
+  if (exited != exited_counts_.end() && sequence >= exited->second.first) {
+    throw DistError(detail::concat(call, " on group '", group, "', rank ", rank_, ": rank ", exited->second.second,
+                                   " has already exited after issuing ", exited->second.first,
+                                   " collectives on this group, so this one can never complete"));
+  }
+  issued_[group] = sequence + 1;
+}
+
+void ExitWatch::announce_exit_and_wait() {
+  std::string notice;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [group, count] : issued_) notice += detail::concat(group, "=", count, ";");
+  }
+  std::vector<MPI_Request> sends;
+  for (int other = 0; other < size_; ++other) {
+    if (other == rank_) continue;
+    sends.emplace_back();
+    TS_MPI_CHECK(MPI_Isend(notice.data(), static_cast<int>(notice.size()), MPI_CHAR, other, kExitNoticeTag, control_,
+                           &sends.back()));
+  }
+  if (watcher_.joinable()) watcher_.join();  // returns once every other rank's notice is in
+  TS_MPI_CHECK(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE));
+}
+
+void ExitWatch::watch() {
+  while (notices_received_ < size_ - 1) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kExitNoticeTag, control_, &arrived, &status) != MPI_SUCCESS) return;
+    if (!arrived) {
+      std::this_thread::sleep_for(kPollInterval);
+      continue;
+    }
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_CHAR, &bytes);
+    receive_notice(status.MPI_SOURCE, bytes);
+  }
+}
+
+void ExitWatch::receive_notice(int source, int bytes) {
+  std::string text(static_cast<size_t>(bytes), '\0');
+  MPI_Recv(text.data(), bytes, MPI_CHAR, source, kExitNoticeTag, control_, MPI_STATUS_IGNORE);
+  std::map<std::string, uint64_t> counts = parse_notice(text);
+  std::lock_guard lock(mutex_);
+  ++notices_received_;
+  for (const auto& [group, issued_here] : issued_) {
+    auto there = counts.find(group);
+    uint64_t issued_there = there == counts.end() ? 0 : there->second;
+    if (issued_here > issued_there) {
+      // This rank issued collective #issued_there, which the exited rank never will: the
+      // communication thread is (or will be) blocked in it for good, beyond any exception.
+      std::fprintf(stderr,
+                   "tessera::dist: rank %d of %d: rank %d exited after issuing %llu collectives on group '%s', but "
+                   "this rank issued %llu: collective #%llu can never complete.\n"
+                   "tessera::dist: rank %d aborts the MPI job instead of waiting forever\n",
+                   rank_, size_, source, static_cast<unsigned long long>(issued_there), group.c_str(),
+                   static_cast<unsigned long long>(issued_here), static_cast<unsigned long long>(issued_there), rank_);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  for (const auto& [group, count] : counts) {
+    auto known = exited_counts_.find(group);
+    if (known == exited_counts_.end() || count < known->second.first) exited_counts_[group] = {count, source};
+  }
+}
+
+}  // namespace tessera::dist

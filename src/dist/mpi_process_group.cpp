@@ -1,0 +1,236 @@
+// The MPI group: calls are checked and numbered by ProcessGroup, their buffers resolved on
+// the calling thread (which may materialise a deferred storage), and the MPI collective
+// run on the group's communication thread, preceded in debug mode by the fingerprint
+// exchange.
+#include "tessera/dist/mpi_process_group.h"
+
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "tessera/dist/errors.h"
+#include "tessera/dist/mpi_check.h"
+
+namespace tessera::dist {
+
+namespace {
+
+MPI_Datatype mpi_datatype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::bf16: return MPI_UINT16_T;  // moved as bits; reductions go through float32
+  }
+  throw DTypeError(detail::concat("no MPI datatype for ", dtype_name(dtype)));
+}
+
+MPI_Op mpi_reduce_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
+
+// avg = sum / size; the division is exact for a power-of-two size.
+void divide(void* data, DType dtype, int64_t count, int divisor) {
+  if (dtype == DType::f32) {
+    auto* values = static_cast<float*>(data);
+    for (int64_t i = 0; i < count; ++i) values[i] /= static_cast<float>(divisor);
+  } else if (dtype == DType::f64) {
+    auto* values = static_cast<double*>(data);
+    for (int64_t i = 0; i < count; ++i) values[i] /= static_cast<double>(divisor);
+  }
+}
+
+std::vector<float> bf16_to_float(const void* data, int64_t count) {
+  std::vector<float> values(static_cast<size_t>(count));
+  const auto* source = static_cast<const BFloat16*>(data);
+  for (int64_t i = 0; i < count; ++i) values[i] = static_cast<float>(source[i]);
+  return values;
+}
+
+void float_to_bf16(const std::vector<float>& values, void* data) {
+  auto* destination = static_cast<BFloat16*>(data);
+  for (size_t i = 0; i < values.size(); ++i) destination[i] = BFloat16(values[i]);
+}
+
+bool agree_on_debug_checks(MPI_Comm communicator, bool wanted_here) {
+  int wanted = wanted_here ? 1 : 0;
+  TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wanted, 1, MPI_INT, MPI_MAX, communicator));
+  return wanted != 0;
+}
+
+}  // namespace
+
+std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator,
+                                                         std::string name, bool debug_checks) {
+  TS_MPI_CHECK(MPI_Comm_set_errhandler(communicator, MPI_ERRORS_RETURN));
+  int rank = 0;
+  int size = 1;
+  TS_MPI_CHECK(MPI_Comm_rank(communicator, &rank));
+  TS_MPI_CHECK(MPI_Comm_size(communicator, &size));
+  bool debug = agree_on_debug_checks(communicator, debug_checks);
+  return std::shared_ptr<MpiProcessGroup>(
+      new MpiProcessGroup(std::move(runtime), communicator, rank, size, std::move(name), debug));
+}
+
+MpiProcessGroup::MpiProcessGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator, int rank, int size,
+                                 std::string name, bool debug_checks)
+    : ProcessGroup(rank, size, Backend::mpi, std::move(name), debug_checks),
+      runtime_(std::move(runtime)),
+      communicator_(communicator),
+      thread_(std::make_unique<CommunicationThread>()) {}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  thread_.reset();  // runs what is queued, then joins: nothing uses the communicator after
+  if (mpi_is_running()) MPI_Comm_free(&communicator_);
+}
+
+void MpiProcessGroup::check_supported(const CollectiveCall& call) const {
+  if (call.kind == CollectiveKind::duplicate) {
+    TS_CHECK(runtime_->thread_multiple(), DistError, where("duplicate"),
+             ": several groups run collectives from several threads, which needs MPI_THREAD_MULTIPLE, "
+             "and this MPI provides only MPI_THREAD_SERIALIZED");
+    return;
+  }
+  if (!call.has_tensors()) return;
+  std::string_view op = collective_name(call.kind);
+  TS_CHECK(!call.input.is_cuda(), NotCompiledError, where(op), ": got ", call.input.str(),
+           ": CUDA tensors need the NCCL backend (not built yet); the MPI group carries CPU tensors");
+  TS_CHECK(call.input.device().is_cpu(), DeviceError, where(op), ": got ", call.input.str(),
+           "; the MPI group carries CPU tensors");
+  TS_CHECK(call.count() <= INT_MAX, ValueError, where(op), ": ", call.input.str(), " has ", call.count(),
+           " elements, more than MPI's int count (", INT_MAX, "); split the tensor");
+}
+
+std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
+  Buffers buffers;
+  if (call.count() > 0) {  // may throw (a released storage): before the exit watch counts the call
+    buffers.input = call.input.data_ptr();
+    buffers.output = call.output.data_ptr();
+    buffers.overlap = !call.input.is_same(call.output) && memory_overlaps(call.input, call.output);
+  }
+  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(name(), call.sequence, describe(call));
+  CallFingerprint fingerprint = fingerprint_of(call);
+  auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name(), "'"));
+  submit(fingerprint, work, [this, call = std::move(call), buffers] { run(call, buffers); });
+  return work;
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall call, std::string name,
+                                                               bool debug_checks) {
+  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(this->name(), call.sequence, describe(call));
+  CallFingerprint fingerprint = fingerprint_of(call);
+  auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name, "'"));
+  auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
+  submit(fingerprint, work, [this, made, name = std::move(name), debug_checks] {
+    MPI_Comm copy = MPI_COMM_NULL;
+    TS_MPI_CHECK(MPI_Comm_dup(communicator_, &copy));
+    try {
+      *made = create(runtime_, copy, name, debug_checks);
+    } catch (...) {
+      MPI_Comm_free(&copy);
+      throw;
+    }
+  });
+  work->wait();
+  return *made;
+}
+
+void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work,
+                             std::function<void()> body) {
+  thread_->submit([this, fingerprint, work = std::move(work), body = std::move(body)] {
+    try {
+      if (debug_checks()) check_fingerprints(fingerprint);
+      body();
+      work->finish(nullptr);
+    } catch (const CollectiveMismatch&) {
+      work->finish(std::current_exception());
+    } catch (const DistError& error) {
+      work->finish(std::make_exception_ptr(DistError(detail::concat(work->description(), ": ", error.what()))));
+    } catch (...) {
+      work->finish(std::current_exception());
+    }
+  });
+}
+
+void MpiProcessGroup::check_fingerprints(const CallFingerprint& mine) {
+  std::vector<CallFingerprint> per_rank(static_cast<size_t>(size()));
+  TS_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, per_rank.data(), sizeof mine, MPI_BYTE, communicator_));
+  std::string message = mismatch_message(per_rank, name(), rank());
+  if (!message.empty()) throw CollectiveMismatch(message);
+}
+
+void MpiProcessGroup::run(const CollectiveCall& call, const Buffers& buffers) {
+  switch (call.kind) {
+    case CollectiveKind::all_gather: return run_all_gather(call, buffers);
+    case CollectiveKind::reduce_scatter: return run_reduce_scatter(call, buffers);
+    case CollectiveKind::all_reduce: return run_all_reduce(call, buffers);
+    case CollectiveKind::broadcast:
+      TS_MPI_CHECK(MPI_Bcast(buffers.output, static_cast<int>(call.count()), mpi_datatype(call.input.dtype()),
+                             call.root, communicator_));
+      return;
+    case CollectiveKind::barrier: TS_MPI_CHECK(MPI_Barrier(communicator_)); return;
+    case CollectiveKind::duplicate: break;  // runs through start_duplicate
+  }
+  throw DistError(detail::concat("MpiProcessGroup::run: unexpected ", describe(call)));
+}
+
+void MpiProcessGroup::run_all_gather(const CollectiveCall& call, const Buffers& buffers) {
+  int count = static_cast<int>(call.count());
+  MPI_Datatype datatype = mpi_datatype(call.input.dtype());
+  size_t slice_bytes = call.input.nbytes();
+  const void* send = buffers.input;
+  std::vector<std::byte> staged;
+  if (count > 0 && buffers.input == static_cast<char*>(buffers.output) + rank() * slice_bytes) {
+    send = MPI_IN_PLACE;  // the input already is this rank's slice of the output (FSDP's shard)
+  } else if (buffers.overlap) {
+    staged.resize(slice_bytes);
+    std::memcpy(staged.data(), buffers.input, slice_bytes);
+    send = staged.data();
+  }
+  TS_MPI_CHECK(MPI_Allgather(send, count, datatype, buffers.output, count, datatype, communicator_));
+}
+
+void MpiProcessGroup::run_reduce_scatter(const CollectiveCall& call, const Buffers& buffers) {
+  DType dtype = call.input.dtype();
+  int count = static_cast<int>(call.output.numel());
+  MPI_Op op = mpi_reduce_op(call.reduce_op);
+  if (dtype == DType::bf16) {
+    std::vector<float> input = bf16_to_float(buffers.input, call.input.numel());
+    std::vector<float> output(static_cast<size_t>(count));
+    TS_MPI_CHECK(MPI_Reduce_scatter_block(input.data(), output.data(), count, MPI_FLOAT, op, communicator_));
+    if (call.reduce_op == ReduceOp::avg) divide(output.data(), DType::f32, count, size());
+    float_to_bf16(output, buffers.output);
+    return;
+  }
+  MPI_Datatype datatype = mpi_datatype(dtype);
+  if (count > 0 && buffers.input == buffers.output) {
+    // The output is the head of the input: MPI_IN_PLACE reads the input from the output buffer.
+    TS_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buffers.output, count, datatype, op, communicator_));
+  } else {
+    const void* send = buffers.input;
+    std::vector<std::byte> staged;
+    if (buffers.overlap) {
+      staged.resize(call.input.nbytes());
+      std::memcpy(staged.data(), buffers.input, staged.size());
+      send = staged.data();
+    }
+    TS_MPI_CHECK(MPI_Reduce_scatter_block(send, buffers.output, count, datatype, op, communicator_));
+  }
+  if (call.reduce_op == ReduceOp::avg) divide(buffers.output, dtype, count, size());
+}
+
+void MpiProcessGroup::run_all_reduce(const CollectiveCall& call, const Buffers& buffers) {
+  DType dtype = call.input.dtype();
+  int count = static_cast<int>(call.count());
+  MPI_Op op = mpi_reduce_op(call.reduce_op);
+  if (dtype == DType::bf16) {
+    std::vector<float> values = bf16_to_float(buffers.output, count);
+    TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), count, MPI_FLOAT, op, communicator_));
+    if (call.reduce_op == ReduceOp::avg) divide(values.data(), DType::f32, count, size());
+    float_to_bf16(values, buffers.output);
+    return;
+  }
+  TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffers.output, count, mpi_datatype(dtype), op, communicator_));
+  if (call.reduce_op == ReduceOp::avg) divide(buffers.output, dtype, count, size());
+}
+
+}  // namespace tessera::dist

@@ -1,0 +1,137 @@
+// Starting and finalizing MPI, the abort-the-job terminate handler, and TS_MPI_CHECK's
+// error path.
+#include "tessera/dist/mpi_runtime.h"
+
+#include <cxxabi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <typeinfo>
+
+#include "tessera/dist/errors.h"
+#include "tessera/dist/mpi_check.h"
+
+namespace tessera::dist {
+
+bool mpi_is_running() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+namespace {
+
+std::string demangled(const char* name) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string result = status == 0 && readable ? readable : name;
+  std::free(readable);
+  return result;
+}
+
+std::string current_exception_text() {
+  std::exception_ptr error = std::current_exception();
+  if (!error) return "std::terminate called without an active exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return detail::concat("uncaught exception (", demangled(typeid(e).name()), "): ", e.what());
+  } catch (...) {
+    return "uncaught exception of a type not derived from std::exception";
+  }
+}
+
+[[noreturn]] void abort_job_on_terminate() {
+  std::string text = current_exception_text();
+  if (mpi_is_running()) {
+    int rank = -1;
+    int size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    std::fprintf(stderr, "tessera::dist: rank %d of %d: %s\ntessera::dist: rank %d aborts the MPI job\n", rank, size,
+                 text.c_str(), rank);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  } else {
+    std::fprintf(stderr, "tessera::dist: %s\n", text.c_str());
+    std::fflush(stderr);
+  }
+  std::abort();  // MPI_Abort does not return; this is for the case without MPI
+}
+
+}  // namespace
+
+std::shared_ptr<MpiRuntime> MpiRuntime::start(int* argc, char*** argv) {
+  static std::mutex start_mutex;
+  static std::weak_ptr<MpiRuntime> current;
+  std::lock_guard lock(start_mutex);
+  if (auto running = current.lock()) return running;
+
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) throw DistError("tessera::dist::init: MPI was already finalized in this process; it cannot restart");
+
+  std::shared_ptr<MpiRuntime> runtime(new MpiRuntime());
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (initialized) {
+    TS_MPI_CHECK(MPI_Query_thread(&provided));
+  } else {
+    TS_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    runtime->owns_mpi_ = true;
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    if (runtime->owns_mpi_) MPI_Finalize();
+    throw DistError(detail::concat(
+        "tessera::dist::init: MPI provides thread level ", provided,
+        " but Tessera runs collectives on a communication thread and needs MPI_THREAD_SERIALIZED (",
+        MPI_THREAD_SERIALIZED, ") or MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")"));
+  }
+  runtime->thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
+  TS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &runtime->world_rank_));
+  TS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &runtime->world_size_));
+  if (runtime->owns_mpi_ && runtime->thread_multiple_ && runtime->world_size_ > 1) {
+    TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->control_));
+    TS_MPI_CHECK(MPI_Comm_set_errhandler(runtime->control_, MPI_ERRORS_RETURN));
+    runtime->exit_watch_ = std::make_unique<ExitWatch>(runtime->control_, runtime->world_rank_, runtime->world_size_);
+  }
+  std::set_terminate(abort_job_on_terminate);
+  current = runtime;
+  return runtime;
+}
+
+MpiRuntime::~MpiRuntime() {
+  if (!mpi_is_running()) return;
+  if (exit_watch_) {
+    try {
+      exit_watch_->announce_exit_and_wait();
+    } catch (const std::exception& error) {  // a destructor must not throw; MPI_Finalize still runs
+      std::fprintf(stderr, "tessera::dist: rank %d: exit handshake failed: %s\n", world_rank_, error.what());
+    }
+    exit_watch_.reset();
+    MPI_Comm_free(&control_);
+  }
+  if (owns_mpi_) MPI_Finalize();
+}
+
+}  // namespace tessera::dist
+
+namespace tessera::detail {
+
+void throw_mpi_error(int code, const char* expression, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) std::snprintf(text, sizeof text, "unknown MPI error");
+  int rank = -1;
+  if (dist::mpi_is_running()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw dist::DistError(concat("MPI call failed on rank ", rank, ": ", expression, " returned ", code, " (", text,
+                               ") at ", file, ":", line));
+}
+
+}  // namespace tessera::detail

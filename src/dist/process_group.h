@@ -1,0 +1,117 @@
+// ProcessGroup: the ranks of a job and the collectives among them, on tensors.
+//
+// Element counts and element types always come from the tensors, never from the caller.
+// Tensors must be contiguous; outputs are written in place. A Tensor is a handle, so the
+// output parameters are `const Tensor&`: a view such as `flat.narrow(0, 0, n)` can be
+// passed directly, and the collective writes the elements it views.
+//
+// Every rank of a group must issue the same collectives in the same order, with the same
+// dtypes, counts and roots; debug mode (TESSERA_DIST_DEBUG=1) checks that at every call.
+// A blocking call is its `_async` form followed by wait(), so blocking and asynchronous
+// calls on one group run in the order they were issued. Issue a group's collectives from one
+// thread at a time; to run two streams of collectives concurrently, duplicate() the group.
+//
+//   auto world = ts::dist::init(argc, argv);
+//   ts::Tensor shard = ts::full({4}, world->rank());
+//   ts::Tensor full = ts::empty({4 * world->size()});
+//   world->all_gather_into(full, shard);          // [0 0 0 0 1 1 1 1 ...]
+//   ts::Tensor grad = ts::full({10}, world->rank());
+//   auto pending = world->all_reduce_async(grad, ts::dist::ReduceOp::avg);
+//   ...                                           // compute while it runs
+//   pending->wait();                              // grad: the mean over ranks
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tessera/dist/collective.h"
+#include "tessera/dist/work.h"
+#include "tessera/tensor/tensor.h"
+
+namespace tessera::dist {
+
+// single: one rank, no MPI. mpi: CPU tensors over MPI. nccl: CUDA tensors (comes with the
+// CUDA backend; see docs/distributed.md for where it plugs in).
+enum class Backend : uint8_t { single, mpi, nccl };
+std::string_view backend_name(Backend backend);
+
+struct GroupOptions {
+  // Debug mode for the new group; unset: the parent group's setting.
+  std::optional<bool> debug_checks;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Backend backend() const { return backend_; }
+  std::string_view backend_name() const { return dist::backend_name(backend_); }
+  // "world", "world.1", ...: how messages name the group.
+  const std::string& name() const { return name_; }
+  bool debug_checks() const { return debug_checks_; }
+
+  // Rank r's `input` (n elements) lands at output elements [r*n, (r+1)*n); the output has
+  // size() * n elements, in any shape. The input may be that very slice of the output.
+  void all_gather_into(const Tensor& output, const Tensor& input);
+  // Reduces the inputs (size() * n elements each) over ranks and leaves elements
+  // [r*n, (r+1)*n) of the result in rank r's `output` (n elements). sum, avg or max.
+  void reduce_scatter_into(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::sum);
+  // Reduces `tensor` over ranks, in place: sum, avg or max.
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum);
+  // Copies rank `root`'s `tensor` into every rank's `tensor`.
+  void broadcast(const Tensor& tensor, int root);
+  // Returns once every rank has entered it.
+  void barrier();
+
+  std::shared_ptr<Work> all_gather_into_async(const Tensor& output, const Tensor& input);
+  std::shared_ptr<Work> reduce_scatter_into_async(const Tensor& output, const Tensor& input,
+                                                  ReduceOp op = ReduceOp::sum);
+  std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::sum);
+  std::shared_ptr<Work> broadcast_async(const Tensor& tensor, int root);
+  std::shared_ptr<Work> barrier_async();
+
+  // A new group over the same ranks, with its own sequence and (for MPI) its own
+  // communicator and communication thread, so that its collectives can overlap this
+  // group's. Collective: every rank calls it at the same point of this group's sequence.
+  std::shared_ptr<ProcessGroup> duplicate(const GroupOptions& options = {});
+
+  // Sequence number the next collective on this group will carry.
+  uint64_t next_sequence() const;
+
+ protected:
+  ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks);
+
+  // Refuses what this backend cannot carry (MPI: CUDA tensors, counts beyond int).
+  // Called before the call takes a sequence number, so a refused call leaves no trace.
+  virtual void check_supported(const CollectiveCall& call) const;
+  // Starts a checked call, numbered and in issue order (calls arrive one at a time).
+  virtual std::shared_ptr<Work> start(CollectiveCall call) = 0;
+  // Creates the group for duplicate(); `call` is the duplicate's place in this sequence.
+  virtual std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name,
+                                                        bool debug_checks) = 0;
+
+  // "all_gather_into on rank 1 of group 'world' (size 2)", the prefix of argument errors.
+  std::string where(std::string_view op) const;
+
+ private:
+  std::shared_ptr<Work> issue(CollectiveCall call);
+
+  int rank_;
+  int size_;
+  Backend backend_;
+  std::string name_;
+  bool debug_checks_;
+  mutable std::mutex issue_mutex_;  // numbering and starting a call is one step
+  uint64_t next_sequence_ = 0;
+  int duplicates_made_ = 0;
+};
+
+}  // namespace tessera::dist

@@ -1,0 +1,28 @@
+// Shared by the dist tests: the world group the test main started (under mpirun: N ranks;
+// alone: one), and small helpers. Test cases must issue the same collectives on every
+// rank, so they use CHECK (which continues) rather than REQUIRE (which would leave the test
+// case on one rank only and desynchronise the ranks).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <tessera/tessera.h>
+
+namespace dist_test {
+
+// Set by the test main before any test case runs.
+const std::shared_ptr<tessera::dist::ProcessGroup>& world();
+
+// The message of the tessera::Error `action` throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const tessera::Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace dist_test
