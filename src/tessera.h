@@ -32,3 +32,4 @@
 #include "tessera/tensor/tensor.h"
 #include "tessera/nn/nn.h"
 #include "tessera/optim/optim.h"
+#include "tessera/fsdp/fsdp.h"

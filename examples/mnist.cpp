@@ -1,0 +1,273 @@
+// Tessera's MNIST example: PyTorch's examples/mnist, trained with FSDP.
+//
+//   build/examples/mnist --data data/mnist --epochs 1
+//   mpirun -np 4 build/examples/mnist --data data/mnist --epochs 1
+//
+// Under mpirun every rank holds a 1/N shard of every layer, sees its part of each global
+// batch (the global batch is the same at every N), and drops the same activations as one
+// rank would (masks are keyed by global row), so N ranks learn what one rank learns.
+// Rank 0 prints. --help lists the flags.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "mnist_net.h"
+#include "tessera/dist/dist.h"
+#include "tessera/fsdp/fsdp.h"
+#include "tessera/optim/optim.h"
+
+namespace ts = tessera;
+
+namespace {
+
+struct Options {
+  std::string data = "data/mnist";
+  int64_t epochs = 14;
+  int64_t batch_size = 64;
+  int64_t test_batch_size = 1000;
+  double lr = 1.0;
+  std::string optimizer = "adadelta";
+  double momentum = 0.0;
+  double gamma = 0.7;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: leave OpenMP's default
+  std::string save;
+  std::string init;
+  int64_t log_interval = 10;
+  bool dry_run = false;
+  bool json = false;
+};
+
+const char* kUsage = R"(usage: mnist [options]
+
+Trains PyTorch's MNIST example network (two convolutions, two linear layers, dropout)
+with FSDP. Run alone for one rank, or under mpirun for several.
+
+  --data DIR              folder with the MNIST IDX files (scripts/get-mnist) [data/mnist]
+  --epochs N              epochs to train [14]
+  --batch-size N          global training batch size [64]
+  --test-batch-size N     test batch size [1000]
+  --optimizer NAME        adadelta, sgd or adam [adadelta]
+  --lr X                  learning rate [1.0]
+  --momentum X            SGD momentum [0]
+  --gamma X               StepLR factor applied after every epoch [0.7]
+  --seed N                seed for initialisation, shuffling and dropout [1]
+  --threads N             CPU threads per rank [OpenMP default]
+  --init FILE             start from these weights (safetensors with PyTorch's names)
+  --save FILE             save the trained weights (safetensors with PyTorch's names)
+  --log-interval N        batches between progress reports [10]
+  --dry-run               run one training batch and one test batch, then stop
+  --json                  print one JSON object per line instead of text
+  --help                  show this help
+)";
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "mnist: " << message << "\n(see mnist --help)\n";
+  std::exit(2);
+}
+
+template <class T>
+T parse_number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    double value = std::stod(text, &used);
+    if (used != text.size()) throw std::invalid_argument(text);
+    if constexpr (std::is_integral_v<T>) {
+      if (value != std::floor(value) || value < 0) throw std::invalid_argument(text);
+    }
+    return static_cast<T>(value);
+  } catch (const std::exception&) {
+    usage_error(flag + " expects a " + (std::is_integral_v<T> ? "non-negative integer" : "number") + ", got '" + text + "'");
+  }
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--data") o.data = value();
+    else if (flag == "--epochs") o.epochs = parse_number<int64_t>(flag, value());
+    else if (flag == "--batch-size") o.batch_size = parse_number<int64_t>(flag, value());
+    else if (flag == "--test-batch-size") o.test_batch_size = parse_number<int64_t>(flag, value());
+    else if (flag == "--lr") o.lr = parse_number<double>(flag, value());
+    else if (flag == "--optimizer") o.optimizer = value();
+    else if (flag == "--momentum") o.momentum = parse_number<double>(flag, value());
+    else if (flag == "--gamma") o.gamma = parse_number<double>(flag, value());
+    else if (flag == "--seed") o.seed = parse_number<uint64_t>(flag, value());
+    else if (flag == "--threads") o.threads = parse_number<int>(flag, value());
+    else if (flag == "--save") o.save = value();
+    else if (flag == "--init") o.init = value();
+    else if (flag == "--log-interval") o.log_interval = parse_number<int64_t>(flag, value());
+    else if (flag == "--dry-run") o.dry_run = true;
+    else if (flag == "--json") o.json = true;
+    else usage_error("unknown option '" + flag + "'");
+  }
+  if (o.batch_size < 1 || o.test_batch_size < 1) usage_error("batch sizes must be positive");
+  if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
+    usage_error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
+  }
+  if (o.log_interval < 1) o.log_interval = 1;
+  return o;
+}
+
+std::unique_ptr<ts::optim::Optimizer> make_optimizer(const Options& o, const std::vector<ts::Tensor>& params) {
+  if (o.optimizer == "sgd") return std::make_unique<ts::optim::SGD>(params, ts::optim::SGDOptions{.lr = o.lr, .momentum = o.momentum});
+  if (o.optimizer == "adam") return std::make_unique<ts::optim::Adam>(params, ts::optim::AdamOptions{.lr = o.lr});
+  return std::make_unique<ts::optim::Adadelta>(params, ts::optim::AdadeltaOptions{.lr = o.lr});
+}
+
+// Prints on rank 0 only: JSON lines, a progress bar on a terminal, or plain lines.
+class Reporter {
+ public:
+  Reporter(const Options& options, bool is_rank0) : json_(options.json), active_(is_rank0), tty_(isatty(1)) {}
+
+  void train(int64_t epoch, int64_t batch, int64_t batches, int64_t samples, int64_t total, double loss) {
+    if (!active_) return;
+    if (json_) {
+      print_json({{"event", "train"}, {"epoch", epoch}, {"batch", batch}, {"samples", samples}, {"loss", loss}});
+    } else if (tty_) {
+      int width = 30, done = static_cast<int>(width * (batch + 1) / std::max<int64_t>(batches, 1));
+      std::printf("\rEpoch %lld [%s%s] %6lld/%lld  loss %.6f", static_cast<long long>(epoch),
+                  std::string(done, '=').c_str(), std::string(width - done, ' ').c_str(), static_cast<long long>(samples),
+                  static_cast<long long>(total), loss);
+      std::fflush(stdout);
+    } else {
+      std::printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", static_cast<long long>(epoch),
+                  static_cast<long long>(samples), static_cast<long long>(total), 100.0 * samples / total, loss);
+    }
+  }
+
+  void epoch(int64_t epoch, double train_loss, double test_loss, int64_t correct, int64_t test_total,
+             double samples_per_s, double seconds) {
+    if (!active_) return;
+    double accuracy = static_cast<double>(correct) / static_cast<double>(test_total);
+    if (json_) {
+      print_json({{"event", "epoch"}, {"epoch", epoch}, {"train_loss", train_loss}, {"test_loss", test_loss},
+                  {"test_accuracy", accuracy}, {"samples_per_s", samples_per_s}, {"seconds", seconds}});
+      return;
+    }
+    if (tty_) std::printf("\n");
+    std::printf("\nTest set: Average loss: %.4f, Accuracy: %lld/%lld (%.2f%%)  [%.0f samples/s, %.1f s]\n\n", test_loss,
+                static_cast<long long>(correct), static_cast<long long>(test_total), 100.0 * accuracy, samples_per_s, seconds);
+    std::fflush(stdout);
+  }
+
+  void line(const std::string& text) {
+    if (!active_) return;
+    if (json_) {
+      print_json({{"event", "info"}, {"message", text}});
+    } else {
+      std::printf("%s\n", text.c_str());
+      std::fflush(stdout);
+    }
+  }
+
+ private:
+  void print_json(std::initializer_list<std::pair<std::string, ts::io::json::Value>> fields) {
+    ts::io::json::Object object;
+    for (const auto& [key, value] : fields) object.emplace_back(key, value);
+    std::printf("%s\n", ts::io::json::write(ts::io::json::Value(std::move(object))).c_str());
+    std::fflush(stdout);
+  }
+
+  bool json_, active_, tty_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto world = ts::dist::init(argc, argv);
+  Options options = parse_options(argc, argv);
+  if (options.threads > 0) ts::set_num_threads(options.threads);
+  Reporter report(options, world->rank() == 0);
+
+  ts::data::MNIST train_set(options.data, ts::data::Split::train, ts::data::kMnistNormalize);
+  ts::data::MNIST test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize);
+  ts::data::DistributedSampler sampler{.rank = world->rank(), .world_size = world->size()};
+  ts::data::DataLoader train_loader(train_set, {.batch_size = options.batch_size, .shuffle = true,
+                                                .seed = options.seed, .sampler = sampler});
+  ts::data::DataLoader test_loader(test_set, {.batch_size = options.test_batch_size, .sampler = sampler});
+
+  mnist::Net model;
+  model.reset_parameters(options.seed);
+  // Each rank's loss is its rows' sum over the global batch size, and gradients are summed:
+  // exact at any world size, even when the batch does not split evenly.
+  ts::fsdp::fully_shard(model, world, {.gradient_reduction = ts::dist::ReduceOp::sum});
+  if (!options.init.empty()) model.load_state_dict(ts::io::load(options.init));
+  auto optimizer = make_optimizer(options, model.parameters());
+  ts::optim::StepLR scheduler(*optimizer, 1, options.gamma);
+  report.line(ts::detail::concat("MNIST: ", train_set.size(), " training and ", test_set.size(),
+                                 " test images; ", world->size(), " rank(s), ", ts::get_num_threads(),
+                                 " thread(s) each; ", options.optimizer, " lr ", options.lr));
+
+  uint64_t step = 0;
+  for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
+    model.train();
+    auto started = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t samples = 0;
+    ts::data::Epoch batches = train_loader.epoch(epoch);
+    for (const ts::data::Batch& batch : batches) {
+      ts::nn::BatchScope scope({.seed = options.seed, .step = step++, .first_row = batch.first_row});
+      optimizer->zero_grad();
+      ts::Tensor output = model(batch.data);
+      ts::Tensor loss = ts::nll_loss(output, batch.target, {.reduction = ts::Reduction::sum}) /
+                        static_cast<double>(batch.global_rows);
+      loss.backward();
+      optimizer->step();
+
+      ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
+      world->all_reduce(global_loss);
+      loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
+      samples += batch.global_rows;
+      if (batch.index % options.log_interval == 0 || options.dry_run) {
+        report.train(epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_loss.item<double>());
+      }
+      if (options.dry_run) break;
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+    // Test: each rank evaluates its part of every test batch; the sums are all-reduced.
+    model.eval();
+    ts::Tensor totals = ts::zeros({2}, {.dtype = ts::DType::f64});  // loss sum, correct
+    {
+      ts::NoGradGuard no_grad;
+      for (const ts::data::Batch& batch : test_loader.epoch(0)) {
+        ts::Tensor output = model(batch.data);
+        double loss = ts::nll_loss(output, batch.target, {.reduction = ts::Reduction::sum}).to(ts::DType::f64).item<double>();
+        double correct = (output.argmax(1) == batch.target).sum().to(ts::DType::f64).item<double>();
+        totals.add_(ts::tensor<double>({loss, correct}));
+        if (options.dry_run) break;
+      }
+    }
+    world->all_reduce(totals);
+    std::vector<double> sums = totals.to_vector<double>();
+    int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
+    report.epoch(epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), sums[0] / tested,
+                 static_cast<int64_t>(sums[1]), tested, static_cast<double>(samples) / seconds, seconds);
+    scheduler.step();
+    if (options.dry_run) break;
+  }
+
+  if (!options.save.empty()) {
+    ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
+    if (world->rank() == 0) {
+      ts::io::save(weights, options.save);
+      report.line("saved " + options.save);
+    }
+  }
+  report.line(ts::fsdp::memory_report(model).str());
+  return 0;
+}

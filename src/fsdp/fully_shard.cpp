@@ -1,0 +1,104 @@
+// fully_shard: choosing units by the wrap policy and building them.
+#include "tessera/fsdp/fully_shard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tessera/fsdp/state.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::fsdp {
+
+using detail::FsdpState;
+using detail::ParameterRef;
+using detail::Unit;
+
+WrapPolicy WrapPolicy::size_based(int64_t min_num_params) {
+  WrapPolicy policy;
+  policy.kind = Kind::size_based;
+  policy.min_num_params = min_num_params;
+  return policy;
+}
+
+WrapPolicy WrapPolicy::module_type(std::vector<std::string> type_names) {
+  WrapPolicy policy;
+  policy.kind = Kind::module_type;
+  policy.type_names = std::move(type_names);
+  return policy;
+}
+
+namespace {
+
+// Bottom-up unit selection: returns the parameters of `module`'s subtree not yet in a unit.
+std::vector<ParameterRef> wrap(nn::Module& module, const std::string& prefix, bool is_root, FsdpState& state,
+                               const FullyShardOptions& options) {
+  std::vector<ParameterRef> unwrapped;
+  for (auto& [name, child] : module.named_children()) {
+    std::vector<ParameterRef> below = wrap(*child, prefix + name + ".", false, state, options);
+    unwrapped.insert(unwrapped.end(), below.begin(), below.end());
+  }
+  bool owns_parameters = false;
+  for (auto& [name, slot] : module.parameter_slots()) {
+    if (!slot->defined()) continue;
+    owns_parameters = true;
+    unwrapped.push_back({&module, name, slot, prefix + name});
+  }
+  // Own parameters first (registration order), then children's, as named_parameters lists them.
+  std::stable_partition(unwrapped.begin(), unwrapped.end(), [&](const ParameterRef& p) { return p.owner == &module; });
+  if (unwrapped.empty() || is_root) return unwrapped;
+
+  int64_t numel = 0;
+  for (const ParameterRef& p : unwrapped) numel += p.slot->numel();
+  bool make_unit = false;
+  switch (options.wrap_policy.kind) {
+    case WrapPolicy::Kind::owns_parameters: make_unit = owns_parameters; break;
+    case WrapPolicy::Kind::size_based: make_unit = numel >= options.wrap_policy.min_num_params; break;
+    case WrapPolicy::Kind::module_type: {
+      const auto& names = options.wrap_policy.type_names;
+      make_unit = std::find(names.begin(), names.end(), module.type_name()) != names.end();
+      break;
+    }
+    case WrapPolicy::Kind::custom:
+      TS_CHECK(options.wrap_policy.custom != nullptr, ValueError, "fully_shard: a custom wrap policy needs a function");
+      make_unit = options.wrap_policy.custom(module, numel);
+      break;
+  }
+  if (!make_unit) return unwrapped;
+  std::string unit_name = prefix.empty() ? std::string("(root)") : prefix.substr(0, prefix.size() - 1);
+  state.add_unit(std::make_unique<Unit>(unit_name, module, std::move(unwrapped), state.group(),
+                                        options.strategy, options.gradient_reduction, false, state.counters()));
+  return {};
+}
+
+}  // namespace
+
+void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options) {
+  TS_CHECK(group != nullptr, ValueError, "fully_shard: no process group given");
+  for (nn::Module* module : root.modules()) {
+    TS_CHECK(module->find_attachment<FsdpState>() == nullptr, ValueError, "fully_shard: ",
+             module == &root ? std::string("this model") : "its submodule '" + module->path() + "'",
+             " is already sharded; fully_shard applies once, to the root");
+  }
+  TS_CHECK(options.gradient_reduction != dist::ReduceOp::max, ValueError,
+           "fully_shard: gradient_reduction must be sum or avg");
+  auto state = std::make_shared<FsdpState>(root, std::move(group), options);
+  std::vector<ParameterRef> rest = wrap(root, "", true, *state, options);
+  if (!rest.empty()) {
+    state->add_unit(std::make_unique<Unit>("(root)", root, std::move(rest), state->group(), options.strategy,
+                                           options.gradient_reduction, true, state->counters()));
+  }
+  // Expose the shards and hide the original parameters from parameters().
+  for (auto& unit : state->units()) {
+    for (const ParameterRef& p : unit->parameters()) p.owner->hide_parameter(p.local_name);
+    unit->module().register_parameter("_flat_param", unit->shard());
+  }
+  root.set_state_dict_override([](nn::Module& m) { return full_state_dict(m); },
+                               [](nn::Module& m, const StateDict& s, bool strict) { load_full_state_dict(m, s, strict); });
+  state->install_hooks();
+  root.attach(std::move(state));
+}
+
+}  // namespace tessera::fsdp

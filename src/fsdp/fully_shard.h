@@ -1,0 +1,140 @@
+// Fully Sharded Data Parallel: every unit's parameters live as flat shards across ranks.
+//
+//   auto world = ts::dist::init(argc, argv);
+//   Net model;
+//   ts::fsdp::fully_shard(model, world);             // the seed's FSDP.apply(model)
+//   ts::optim::SGD opt(model.parameters(), {.lr = 0.01});   // the shards
+//   for (...) {
+//     opt.zero_grad();
+//     ts::Tensor loss = ts::nll_loss(model(x), y);   // call model(x): FSDP sees the forward
+//     loss.backward();                               // gradients reduce-scattered per unit
+//     opt.step();                                    // on shards only
+//   }
+//   ts::StateDict full = model.state_dict();          // gathered, PyTorch names (collective)
+//
+// fully_shard walks the module tree bottom-up and makes a unit of each module the wrap
+// policy picks (default: every module that owns parameters); the root owns what is left.
+// A unit's parameters become views into its gathered flat buffer while it exists; the
+// module's parameters() then lists one flat shard per unit ("fc1._flat_param").
+//
+// Schedule (FULL_SHARD): before a unit's forward, all-gather its flat buffer; after its
+// forward, free it (not the root's). When the gradient of the unit's output arrives, gather
+// again; once all its parameter gradients are in, reduce-scatter them into the gradient
+// shard and free the unsharded buffers. The next unit's all-gather is started while the
+// current one computes (after the first step, which records the order). SHARD_GRAD_OP keeps
+// parameters gathered from forward to backward; NO_SHARD keeps them whole and all-reduces
+// gradients, like DDP.
+//
+// Initialisation: parameters still deferred (never used) are filled slice by slice, each
+// rank computing only its own elements from (seed, name, index): the full model is never
+// built, and it is the same at every world size.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/dist/process_group.h"
+#include "tessera/nn/module.h"
+
+namespace tessera::fsdp {
+
+enum class ShardingStrategy { full_shard, shard_grad_op, no_shard };
+
+// Which modules become units. Evaluated bottom-up; `unwrapped_numel` counts the elements
+// of the parameters in the module's subtree not yet in a unit.
+struct WrapPolicy {
+  enum class Kind { owns_parameters, size_based, module_type, custom };
+  Kind kind = Kind::owns_parameters;
+  int64_t min_num_params = 100'000'000;  // size_based
+  std::vector<std::string> type_names;   // module_type: Module::type_name() values
+  std::function<bool(nn::Module& module, int64_t unwrapped_numel)> custom;
+
+  static WrapPolicy owns_parameters() { return {}; }
+  static WrapPolicy size_based(int64_t min_num_params);
+  static WrapPolicy module_type(std::vector<std::string> type_names);
+};
+
+struct FullyShardOptions {
+  ShardingStrategy strategy = ShardingStrategy::full_shard;
+  WrapPolicy wrap_policy{};
+  // How gradients are combined across ranks: avg (PyTorch's default; right when every rank
+  // sees as many samples and the loss is a mean) or sum (when each rank's loss is already
+  // divided by the global batch size, which keeps uneven splits exact).
+  dist::ReduceOp gradient_reduction = dist::ReduceOp::avg;
+  bool prefetch = true;
+};
+
+void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options = {});
+
+bool is_sharded(nn::Module& root);
+
+// Gradient accumulation without communication: inside the scope, backward keeps unsharded
+// gradients locally; the first backward after it reduce-scatters them all.
+class NoSyncScope {
+ public:
+  explicit NoSyncScope(nn::Module& root);
+  ~NoSyncScope();
+  NoSyncScope(const NoSyncScope&) = delete;
+  NoSyncScope& operator=(const NoSyncScope&) = delete;
+
+ private:
+  nn::Module& root_;
+};
+
+// Full parameters inside the scope: every unit gathered, every parameter a view of its
+// full buffer. With writeback, changes made to the parameters are copied into the shards
+// when the scope ends. Collective.
+class SummonFullParams {
+ public:
+  explicit SummonFullParams(nn::Module& root, bool writeback = true);
+  ~SummonFullParams() noexcept(false);
+  SummonFullParams(const SummonFullParams&) = delete;
+  SummonFullParams& operator=(const SummonFullParams&) = delete;
+
+ private:
+  nn::Module& root_;
+  bool writeback_;
+};
+
+// Module::apply with full parameters and writeback (the seed article's FSDP.apply).
+void apply(nn::Module& root, const std::function<void(nn::Module&)>& fn);
+
+// Clips the gradient norm over all shards (one all-reduce); returns the total norm before
+// clipping, as torch.nn.utils.clip_grad_norm_.
+double clip_grad_norm(nn::Module& root, double max_norm);
+
+struct FullStateDictOptions {
+  bool rank0_only = false;  // other ranks get an empty dict
+};
+// The unsharded state dict with the original names (what model.state_dict() returns once
+// sharded). Collective.
+StateDict full_state_dict(nn::Module& root, const FullStateDictOptions& options = {});
+// Loads an unsharded state dict (every rank passes the full tensors; each keeps its slice).
+// What model.load_state_dict() does once sharded. Strictness as Module::load_state_dict.
+void load_full_state_dict(nn::Module& root, const StateDict& state, bool strict = true);
+
+// Per-rank figures, from FSDP's own bookkeeping. Unsharded buffers are the gathered flat
+// parameters and the unsharded flat gradients; with prefetch, at most two parameter
+// buffers and one gradient buffer exist at once (plus the root's, kept through forward).
+struct MemoryReport {
+  int rank = 0, world_size = 1;
+  int units = 0;
+  int64_t parameter_shard_bytes = 0;  // the flat shards, padding included
+  int64_t gradient_shard_bytes = 0;   // their gradients, where allocated
+  int64_t padding_elements = 0;       // this rank's padding, summed over units
+  int64_t largest_unit_bytes = 0;     // the largest unit's padded flat buffer
+  int64_t unsharded_parameter_bytes = 0, peak_unsharded_parameter_bytes = 0;
+  int64_t unsharded_gradient_bytes = 0, peak_unsharded_gradient_bytes = 0;
+  int64_t peak_unsharded_bytes = 0;   // of the two together
+  int64_t all_gathered_bytes = 0;     // bytes received by all-gathers, cumulative
+  int64_t reduce_scattered_bytes = 0; // bytes fed to reduce-scatters (NO_SHARD: all-reduces), cumulative
+  int64_t all_gathers = 0, reduce_scatters = 0;
+  std::string str() const;            // a short printable report
+};
+MemoryReport memory_report(nn::Module& root);
+void reset_peak_unsharded(nn::Module& root);
+
+}  // namespace tessera::fsdp

@@ -1,0 +1,56 @@
+// Per-rank memory and communication figures of a sharded model.
+#include <sstream>
+
+#include "tessera/fsdp/state.h"
+
+namespace tessera::fsdp {
+
+MemoryReport memory_report(nn::Module& root) {
+  detail::FsdpState& state = detail::state_of(root);
+  MemoryReport report;
+  report.rank = state.group().rank();
+  report.world_size = state.group().size();
+  report.units = static_cast<int>(state.units().size());
+  for (auto& unit : state.units()) {
+    const FlatLayout& layout = unit->layout();
+    int64_t element_bytes = static_cast<int64_t>(element_size(layout.dtype()));
+    report.parameter_shard_bytes += unit->shard().numel() * element_bytes;
+    if (unit->shard().grad().defined()) report.gradient_shard_bytes += unit->shard().grad().numel() * element_bytes;
+    ElementRange range = layout.shard_range(unit->sharded() ? report.rank : 0);
+    int64_t used = std::max<int64_t>(0, std::min(range.end, layout.flat_numel()) - range.begin);
+    report.padding_elements += range.size() - used;
+    report.largest_unit_bytes = std::max(report.largest_unit_bytes, layout.padded_numel() * element_bytes);
+  }
+  const detail::Counters& c = state.counters();
+  report.unsharded_parameter_bytes = c.parameter_bytes;
+  report.peak_unsharded_parameter_bytes = c.peak_parameter_bytes;
+  report.unsharded_gradient_bytes = c.gradient_bytes;
+  report.peak_unsharded_gradient_bytes = c.peak_gradient_bytes;
+  report.peak_unsharded_bytes = c.peak_total_bytes;
+  report.all_gathered_bytes = c.all_gathered_bytes;
+  report.reduce_scattered_bytes = c.reduce_scattered_bytes;
+  report.all_gathers = c.all_gathers;
+  report.reduce_scatters = c.reduce_scatters;
+  return report;
+}
+
+void reset_peak_unsharded(nn::Module& root) {
+  detail::state_of(root).counters().reset_peaks();
+}
+
+std::string MemoryReport::str() const {
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+  std::ostringstream out;
+  out.precision(3);
+  out << std::fixed;
+  out << "FSDP rank " << rank << "/" << world_size << ": " << units << " units; shards " << mib(parameter_shard_bytes)
+      << " MiB params + " << mib(gradient_shard_bytes) << " MiB grads (" << padding_elements
+      << " padding elements); unsharded peak " << mib(peak_unsharded_parameter_bytes) << " MiB params + "
+      << mib(peak_unsharded_gradient_bytes) << " MiB grads (largest unit " << mib(largest_unit_bytes)
+      << " MiB); all-gathered " << mib(all_gathered_bytes)
+      << " MiB in " << all_gathers << ", reduce-scattered " << mib(reduce_scattered_bytes) << " MiB in "
+      << reduce_scatters;
+  return out.str();
+}
+
+}  // namespace tessera::fsdp

@@ -1,0 +1,58 @@
+// The FSDP state of a sharded model (internal): its units and the schedule that drives
+// them from module and gradient hooks. Kept alive by the root module as an attachment.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tessera/fsdp/fully_shard.h"
+#include "tessera/fsdp/unit.h"
+
+namespace tessera::fsdp::detail {
+
+class FsdpState final : public nn::ModuleAttachment {
+ public:
+  FsdpState(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options)
+      : root_(root), group_(std::move(group)), options_(options) {}
+
+  nn::Module& root() { return root_; }
+  dist::ProcessGroup& group() { return *group_; }
+  const FullyShardOptions& options() const { return options_; }
+  std::vector<std::unique_ptr<Unit>>& units() { return units_; }
+  detail::Counters& counters() { return counters_; }
+  bool no_sync = false;
+
+  void add_unit(std::unique_ptr<Unit> unit) { units_.push_back(std::move(unit)); }
+  void install_hooks();
+
+  // Schedule steps.
+  void root_pre_forward();
+  void root_post_forward();
+  void pre_forward(Unit& unit);
+  void post_forward(Unit& unit, Tensor& output);
+  void pre_backward(Unit& unit);
+  void on_parameter_gradient(Unit& unit, size_t index, Tensor& parameter);
+  void finish_backward();
+
+ private:
+  void begin_backward_once();
+  void finish_unit(Unit& unit);
+  Unit* neighbour(const Unit& unit, int step) const;
+
+  nn::Module& root_;
+  std::shared_ptr<dist::ProcessGroup> group_;
+  FullyShardOptions options_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  detail::Counters counters_;
+  std::vector<Unit*> forward_order_;  // units in the order the first forward ran them
+  bool order_recorded_ = false;
+  bool in_forward_ = false;
+  bool in_backward_ = false;
+};
+
+// The state of a sharded root; throws ValueError when `root` is not sharded.
+FsdpState& state_of(nn::Module& root);
+// The unit holding the root's leftover parameters, or null.
+Unit* root_unit(FsdpState& state);
+
+}  // namespace tessera::fsdp::detail

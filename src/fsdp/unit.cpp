@@ -1,0 +1,219 @@
+#include "tessera/fsdp/unit.h"
+
+#include <vector>
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::fsdp::detail {
+
+namespace {
+
+// The layout entries of `parameters`, checking that they share one dtype and device.
+std::vector<FlatEntry> entries_of(const std::string& unit, const std::vector<ParameterRef>& parameters,
+                                  DType& dtype, Device& device) {
+  std::vector<FlatEntry> entries;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& p = *parameters[i].slot;
+    if (i == 0) {
+      dtype = p.dtype();
+      device = p.device();
+    }
+    TS_CHECK(p.dtype() == dtype && p.device() == device, ValueError, "fully_shard: unit '", unit,
+             "' mixes parameters of ", dtype_name(dtype), " on ", device.str(), " and ", dtype_name(p.dtype()),
+             " on ", p.device().str(), " ('", parameters[i].full_name, "'); convert the model first");
+    TS_CHECK(is_floating(p.dtype()), DTypeError, "fully_shard: parameter '", parameters[i].full_name, "' is ",
+             dtype_name(p.dtype()), "; only floating parameters can be sharded");
+    entries.push_back({parameters[i].full_name, p.sizes(), 0, 0});
+  }
+  return entries;
+}
+
+}  // namespace
+
+Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> parameters, dist::ProcessGroup& group,
+           ShardingStrategy strategy, dist::ReduceOp gradient_reduction, bool is_root, Counters& counters)
+    : name_(std::move(name)),
+      module_(module),
+      parameters_(std::move(parameters)),
+      group_(group),
+      strategy_(strategy),
+      gradient_reduction_(gradient_reduction),
+      is_root_(is_root),
+      sharded_(strategy != ShardingStrategy::no_shard),
+      counters_(counters) {
+  DType dtype = DType::f32;
+  std::vector<FlatEntry> entries = entries_of(name_, parameters_, dtype, device_);
+  layout_ = FlatLayout(std::move(entries), dtype, sharded_ ? group.size() : 1);
+
+  NoGradGuard no_grad;
+  full_storage_ = std::make_shared<Storage>(0, device_);
+  auto full_impl = std::make_shared<TensorImpl>();
+  full_impl->storage = full_storage_;
+  full_impl->sizes = {layout_.padded_numel()};
+  full_impl->strides = {1};
+  full_impl->dtype = dtype;
+  full_ = Tensor(std::move(full_impl));
+
+  // This rank's shard: the parameters' elements in its range, zero in gaps and padding.
+  ElementRange range = shard_range();
+  Tensor shard = native::zeros({layout_.shard_numel()}, dtype, device_);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    ElementRange part = layout_.overlap(i, range);
+    if (part.empty()) continue;
+    const FlatEntry& entry = layout_.entries()[i];
+    Tensor destination = native::narrow(shard, 0, part.begin - range.begin, part.size());
+    Tensor& slot = *parameters_[i].slot;
+    if (PendingInit* pending = slot.storage()->pending()) {
+      // Never used: compute just this slice from (seed, name, index).
+      Tensor values = native::empty({part.size()}, dtype, Device::cpu());
+      pending->rule.fill(values.data_ptr(), dtype, part.size(), pending->seed, pending->key, part.begin - entry.offset);
+      native::copy_(destination, values);
+    } else {
+      Tensor flat = native::view(native::contiguous(slot), {-1});
+      native::copy_(destination, native::narrow(flat, 0, part.begin - entry.offset, part.size()));
+    }
+  }
+  if (sharded_) {
+    shard_ = shard;
+  } else {
+    // NO_SHARD: the shard is the full buffer itself, always present.
+    full_storage_->resize(static_cast<size_t>(padded_bytes()));
+    native::copy_(full_, shard);
+    shard_ = full_;
+    state_ = State::gathered;
+  }
+  shard_.requires_grad_(true);
+
+  // The parameters become views of the full buffer for good; releasing and re-gathering
+  // the buffer changes their bytes, not what they point at.
+  for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].slot->set_data(view_of(i));
+}
+
+Unit::~Unit() {
+  if (pending_gather_) {
+    try {
+      pending_gather_->wait();
+    } catch (...) {  // a failed gather is already reported by whoever waited first
+    }
+  }
+}
+
+int64_t Unit::padded_bytes() const {
+  return layout_.padded_numel() * static_cast<int64_t>(element_size(layout_.dtype()));
+}
+
+Tensor Unit::view_of(size_t index) const {
+  const FlatEntry& entry = layout_.entries()[index];
+  return native::as_strided(full_, entry.shape, contiguous_strides(entry.shape), entry.offset);
+}
+
+void Unit::allocate_full() {
+  full_storage_->resize(static_cast<size_t>(padded_bytes()));
+  counters_.add_parameter_bytes(padded_bytes());
+}
+
+void Unit::start_gather() {
+  if (state_ != State::released) return;
+  allocate_full();
+  pending_gather_ = group_.all_gather_into_async(full_, shard_.detach());
+  counters_.all_gathered_bytes += padded_bytes();
+  ++counters_.all_gathers;
+  state_ = State::gathering;
+}
+
+void Unit::wait_gathered() {
+  start_gather();
+  if (state_ == State::gathering) {
+    std::shared_ptr<dist::Work> work = std::move(pending_gather_);
+    work->wait();
+    state_ = State::gathered;
+  }
+}
+
+void Unit::reshard() {
+  if (!sharded_ || state_ == State::released) return;
+  if (state_ == State::gathering) wait_gathered();
+  full_storage_->resize(0);
+  counters_.add_parameter_bytes(-padded_bytes());
+  state_ = State::released;
+}
+
+void Unit::accumulate_gradient(size_t index, const Tensor& grad) {
+  NoGradGuard no_grad;
+  if (!full_gradient_.defined()) {
+    full_gradient_ = native::zeros({layout_.padded_numel()}, layout_.dtype(), device_);
+    counters_.add_gradient_bytes(padded_bytes());
+  }
+  const FlatEntry& entry = layout_.entries()[index];
+  Tensor slot = native::view(native::narrow(full_gradient_, 0, entry.offset, entry.numel), entry.shape);
+  native::add_scaled_(slot, grad, 1.0);
+  ++gradients_received_;
+}
+
+void Unit::reduce_gradients() {
+  if (!full_gradient_.defined()) return;
+  NoGradGuard no_grad;
+  Tensor reduced;
+  if (sharded_) {
+    reduced = native::empty({layout_.shard_numel()}, layout_.dtype(), device_);
+    group_.reduce_scatter_into(reduced, full_gradient_, gradient_reduction_);
+  } else {
+    reduced = full_gradient_;
+    group_.all_reduce(reduced, gradient_reduction_);
+  }
+  counters_.reduce_scattered_bytes += padded_bytes();
+  ++counters_.reduce_scatters;
+  Tensor existing = shard_.grad();
+  if (existing.defined()) {
+    native::add_scaled_(existing, reduced, 1.0);
+  } else {
+    shard_.set_grad(reduced);
+  }
+  drop_unsharded_gradient();
+}
+
+void Unit::drop_unsharded_gradient() {
+  if (!full_gradient_.defined()) return;
+  full_gradient_ = Tensor();
+  counters_.add_gradient_bytes(-padded_bytes());
+  gradients_received_ = 0;
+}
+
+void Unit::write_back() {
+  if (!sharded_ || state_ == State::released) return;
+  wait_gathered();
+  NoGradGuard no_grad;
+  ElementRange range = shard_range();
+  Tensor mine = native::narrow(full_, 0, range.begin, range.size());
+  native::copy_(shard_, mine);
+}
+
+Tensor Unit::full_parameter(size_t index) const {
+  TS_CHECK(state_ == State::gathered, Error, "FSDP unit '", name_, "' is not gathered");
+  return native::clone(view_of(index));
+}
+
+void Unit::load_parameter(size_t index, const Tensor& full) {
+  NoGradGuard no_grad;
+  const FlatEntry& entry = layout_.entries()[index];
+  ElementRange range = shard_range();
+  ElementRange part = layout_.overlap(index, range);
+  if (part.empty()) return;
+  Tensor flat = native::view(native::contiguous(native::to_device(full, device_)), {-1});
+  Tensor destination = native::narrow(shard_, 0, part.begin - range.begin, part.size());
+  native::copy_(destination, native::narrow(flat, 0, part.begin - entry.offset, part.size()));
+}
+
+void Unit::repoint_parameters() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    Tensor& slot = *parameters_[i].slot;
+    if (slot.storage() == full_storage_) continue;
+    Tensor view = view_of(i);
+    native::copy_(view, slot);
+    slot.set_data(view);
+  }
+}
+
+}  // namespace tessera::fsdp::detail

@@ -1,0 +1,132 @@
+// One FSDP unit at run time: its flat shard, its gathered buffer and unsharded gradient,
+// and the collectives that move between them. fully_shard.cpp drives units from module
+// and gradient hooks; this file knows nothing about the schedule.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/dist/process_group.h"
+#include "tessera/fsdp/flat_layout.h"
+#include "tessera/fsdp/fully_shard.h"
+#include "tessera/nn/module.h"
+
+namespace tessera::fsdp::detail {
+
+// A parameter as the unit found it: where it is registered and under which full name.
+struct ParameterRef {
+  nn::Module* owner = nullptr;
+  std::string local_name;
+  Tensor* slot = nullptr;
+  std::string full_name;
+};
+
+// Byte counts shared by a model's units (memory_report reads them).
+struct Counters {
+  int64_t parameter_bytes = 0;  // gathered parameter buffers now
+  int64_t gradient_bytes = 0;   // unsharded gradient buffers now
+  int64_t peak_parameter_bytes = 0;
+  int64_t peak_gradient_bytes = 0;
+  int64_t peak_total_bytes = 0;
+  int64_t all_gathered_bytes = 0;
+  int64_t reduce_scattered_bytes = 0;
+  int64_t all_gathers = 0;
+  int64_t reduce_scatters = 0;
+  void add_parameter_bytes(int64_t delta) {
+    parameter_bytes += delta;
+    update_peaks();
+  }
+  void add_gradient_bytes(int64_t delta) {
+    gradient_bytes += delta;
+    update_peaks();
+  }
+  void update_peaks() {
+    peak_parameter_bytes = std::max(peak_parameter_bytes, parameter_bytes);
+    peak_gradient_bytes = std::max(peak_gradient_bytes, gradient_bytes);
+    peak_total_bytes = std::max(peak_total_bytes, parameter_bytes + gradient_bytes);
+  }
+  void reset_peaks() {
+    peak_parameter_bytes = parameter_bytes;
+    peak_gradient_bytes = gradient_bytes;
+    peak_total_bytes = parameter_bytes + gradient_bytes;
+  }
+};
+
+class Unit {
+ public:
+  // Builds the layout, fills this rank's shard from the parameters (deferred ones slice by
+  // slice), and points every parameter at its view of the (not yet gathered) full buffer.
+  Unit(std::string name, nn::Module& module, std::vector<ParameterRef> parameters, dist::ProcessGroup& group,
+       ShardingStrategy strategy, dist::ReduceOp gradient_reduction, bool is_root, Counters& counters);
+  ~Unit();
+  Unit(const Unit&) = delete;
+  Unit& operator=(const Unit&) = delete;
+
+  const std::string& name() const { return name_; }
+  nn::Module& module() const { return module_; }
+  bool is_root() const { return is_root_; }
+  const FlatLayout& layout() const { return layout_; }
+  const std::vector<ParameterRef>& parameters() const { return parameters_; }
+  // The optimizer-visible flat shard (for NO_SHARD, the whole flat parameter).
+  Tensor& shard() { return shard_; }
+  bool sharded() const { return sharded_; }
+
+  // Parameters: gathered (or being gathered) or released.
+  bool gathered() const { return state_ != State::released; }
+  void start_gather();   // asynchronous all-gather into the full buffer
+  void wait_gathered();  // gathers if needed and waits
+  void reshard();        // releases the full buffer (NO_SHARD keeps it)
+
+  // Gradients: the unsharded gradient buffer collects each parameter's gradient.
+  void accumulate_gradient(size_t index, const Tensor& grad);
+  int gradients_received() const { return gradients_received_; }
+  int gradients_expected() const { return static_cast<int>(parameters_.size()); }
+  bool has_unsharded_gradient() const { return full_gradient_.defined(); }
+  // Reduce-scatters (NO_SHARD: all-reduces) the unsharded gradient into the shard's
+  // gradient, adding to what is there, and frees it.
+  void reduce_gradients();
+  void drop_unsharded_gradient();
+  void reset_gradient_count() { gradients_received_ = 0; }
+
+  // This rank's slice of the full buffer copied back into the shard (after the full
+  // parameters were changed in place).
+  void write_back();
+  // The full tensor of parameter `index` (a copy; the unit must be gathered).
+  Tensor full_parameter(size_t index) const;
+  // Copies parameter `index`'s elements that fall in this rank's shard from `full`.
+  void load_parameter(size_t index, const Tensor& full);
+  // Points every parameter slot at its view of the full buffer again (after a user
+  // reassigned one); copies the slot's values into the buffer first.
+  void repoint_parameters();
+
+ private:
+  enum class State { released, gathering, gathered };
+  Tensor view_of(size_t index) const;
+  void allocate_full();
+  ElementRange shard_range() const { return layout_.shard_range(sharded_ ? group_.rank() : 0); }
+  int64_t padded_bytes() const;
+
+  std::string name_;
+  nn::Module& module_;
+  std::vector<ParameterRef> parameters_;
+  dist::ProcessGroup& group_;
+  ShardingStrategy strategy_;
+  dist::ReduceOp gradient_reduction_;
+  bool is_root_;
+  bool sharded_;
+  Counters& counters_;
+  FlatLayout layout_;
+  Device device_;
+
+  Tensor shard_;
+  std::shared_ptr<Storage> full_storage_;  // the gathered buffer; 0 bytes when released
+  Tensor full_;                            // [padded] over full_storage_
+  Tensor full_gradient_;                   // [padded], while gradients are being collected
+  std::shared_ptr<dist::Work> pending_gather_;
+  State state_ = State::released;
+  int gradients_received_ = 0;
+};
+
+}  // namespace tessera::fsdp::detail
