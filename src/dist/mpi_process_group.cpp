@@ -136,18 +136,22 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall ca
 
 void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work,
                              std::function<void()> body) {
-  thread_->submit([this, fingerprint, work = std::move(work), body = std::move(body)] {
+  thread_->submit([this, fingerprint, work = std::move(work), body = std::move(body)]() mutable {
+    std::exception_ptr error;
     try {
       if (debug_checks()) check_fingerprints(fingerprint);
       body();
-      work->finish(nullptr);
     } catch (const CollectiveMismatch&) {
-      work->finish(std::current_exception());
-    } catch (const DistError& error) {
-      work->finish(std::make_exception_ptr(DistError(detail::concat(work->description(), ": ", error.what()))));
+      error = std::current_exception();
+    } catch (const DistError& failure) {
+      error = std::make_exception_ptr(DistError(detail::concat(work->description(), ": ", failure.what())));
     } catch (...) {
-      work->finish(std::current_exception());
+      error = std::current_exception();
     }
+    // Release the call's tensors before the waiter resumes, so that memory counters read
+    // right after wait() do not still include them.
+    body = nullptr;
+    work->finish(error);
   });
 }
 

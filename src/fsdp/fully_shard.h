@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "tessera/dist/process_group.h"
+#include "tessera/fsdp/flat_layout.h"
 #include "tessera/nn/module.h"
 
 namespace tessera::fsdp {
@@ -115,6 +116,15 @@ StateDict full_state_dict(nn::Module& root, const FullStateDictOptions& options 
 // Loads an unsharded state dict (every rank passes the full tensors; each keeps its slice).
 // What model.load_state_dict() does once sharded. Strictness as Module::load_state_dict.
 void load_full_state_dict(nn::Module& root, const StateDict& state, bool strict = true);
+
+// How a sharded model is laid out: one entry per unit, in the order units were made.
+struct UnitInfo {
+  std::string name;     // the unit's module path, "(root)" for the root's leftovers
+  FlatLayout layout;    // where each parameter sits in the flat vector
+  ElementRange range;   // this rank's part of it
+  Tensor shard;         // the flat shard (for NO_SHARD, the whole flat parameter)
+};
+std::vector<UnitInfo> units(nn::Module& root);
 
 // Per-rank figures, from FSDP's own bookkeeping. Unsharded buffers are the gathered flat
 // parameters and the unsharded flat gradients; with prefetch, at most two parameter

@@ -1,4 +1,4 @@
-// Per-rank memory and communication figures of a sharded model.
+// Per-rank memory and communication figures of a sharded model, and its unit layout.
 #include <sstream>
 
 #include "tessera/fsdp/state.h"
@@ -32,6 +32,16 @@ MemoryReport memory_report(nn::Module& root) {
   report.all_gathers = c.all_gathers;
   report.reduce_scatters = c.reduce_scatters;
   return report;
+}
+
+std::vector<UnitInfo> units(nn::Module& root) {
+  std::vector<UnitInfo> out;
+  detail::FsdpState& state = detail::state_of(root);
+  for (auto& unit : state.units()) {
+    ElementRange range = unit->layout().shard_range(unit->sharded() ? state.group().rank() : 0);
+    out.push_back({unit->name(), unit->layout(), range, unit->shard()});
+  }
+  return out;
 }
 
 void reset_peak_unsharded(nn::Module& root) {
