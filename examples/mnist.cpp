@@ -185,9 +185,7 @@ class Reporter {
   bool json_, active_, tty_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   auto world = ts::dist::init(argc, argv);
   Options options = parse_options(argc, argv);
   if (options.threads > 0) ts::set_num_threads(options.threads);
@@ -270,4 +268,17 @@ int main(int argc, char** argv) {
   }
   report.line(ts::fsdp::memory_report(model).str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Bad input (a missing or corrupt file, say) ends the program with its message and a
+  // non-zero status; under mpirun the other ranks are then ended too.
+  try {
+    return run(argc, argv);
+  } catch (const ts::Error& error) {
+    std::fprintf(stderr, "mnist: error: %s\n", error.what());
+    return 1;
+  }
 }

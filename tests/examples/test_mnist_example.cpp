@@ -1,0 +1,162 @@
+// examples/mnist as a user runs it: on a small fake dataset in MNIST's layout, its JSON
+// output, its flags, saving and loading weights, and the clear errors and non-zero exit
+// it gives for missing, truncated and corrupt files.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <tessera/tessera.h>
+
+#include "../data/data_test_support.h"
+
+namespace ts = tessera;
+using data_test::Bytes;
+using data_test::TempDir;
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+Run run_example(const std::string& arguments) {
+  const char* program = std::getenv("MNIST_EXAMPLE");
+  REQUIRE_MESSAGE(program != nullptr, "MNIST_EXAMPLE is not set (meson test sets it)");
+  TempDir logs;
+  std::string command = std::string(program) + " " + arguments + " > " + (logs / "out").string() + " 2> " +
+                        (logs / "err").string();
+  int raw = std::system(command.c_str());
+  Run run;
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  Bytes out = data_test::read_bytes(logs / "out"), err = data_test::read_bytes(logs / "err");
+  run.out.assign(out.begin(), out.end());
+  run.err.assign(err.begin(), err.end());
+  return run;
+}
+
+// A fake MNIST: `samples` images whose pixels encode their label, so the network can learn.
+void write_split(const std::filesystem::path& root, const std::string& prefix, uint32_t samples) {
+  Bytes images = data_test::idx_header(0x08, {samples, 28, 28});
+  Bytes labels = data_test::idx_header(0x08, {samples});
+  for (uint32_t i = 0; i < samples; ++i) {
+    uint8_t label = static_cast<uint8_t>(i % 10);
+    labels.push_back(label);
+    for (int p = 0; p < 784; ++p) images.push_back(static_cast<uint8_t>((p / 78 == label) ? 255 : (i * 13 + p) % 40));
+  }
+  data_test::write_raw(root / (prefix + "-images-idx3-ubyte"), images);
+  data_test::write_raw(root / (prefix + "-labels-idx1-ubyte"), labels);
+}
+
+void write_fake_mnist(const std::filesystem::path& root) {
+  write_split(root, "train", 96);
+  write_split(root, "t10k", 40);
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("--help lists the flags; an unknown flag is a usage error") {
+  Run help = run_example("--help");
+  CHECK(help.status == 0);
+  for (const char* flag : {"--data", "--epochs", "--batch-size", "--test-batch-size", "--lr", "--optimizer",
+                           "--momentum", "--gamma", "--seed", "--threads", "--save", "--init", "--log-interval",
+                           "--dry-run", "--json"}) {
+    CHECK_MESSAGE(contains(help.out, flag), flag);
+  }
+  Run bad = run_example("--epochs two");
+  CHECK(bad.status == 2);
+  CHECK(contains(bad.err, "--epochs expects a non-negative integer, got 'two'"));
+  CHECK(run_example("--frobnicate").status == 2);
+}
+
+TEST_CASE("training on a fake dataset prints one JSON object per line with the epoch summary") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  Run run = run_example("--data " + data.path().string() + " --epochs 2 --batch-size 16 --test-batch-size 20 " +
+                        "--optimizer sgd --lr 0.05 --momentum 0.9 --json --threads 1");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  std::istringstream lines(run.out);
+  int epochs = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ts::io::json::Value value = ts::io::json::parse(line);  // every line is JSON
+    if (value.at("event").as_string() != "epoch") continue;
+    ++epochs;
+    CHECK(value.at("epoch").as_int() == epochs);
+    CHECK(value.at("train_loss").as_double() > 0);
+    CHECK(value.at("test_loss").as_double() > 0);
+    double accuracy = value.at("test_accuracy").as_double();
+    CHECK(accuracy >= 0.0);
+    CHECK(accuracy <= 1.0);
+    CHECK(value.at("samples_per_s").as_double() > 0);
+  }
+  CHECK(epochs == 2);
+}
+
+TEST_CASE("--save writes PyTorch-named weights that --init loads back") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  std::string weights = (data / "net.safetensors").string();
+  std::string common = "--data " + data.path().string() + " --dry-run --json --threads 1";
+  Run saved = run_example(common + " --save " + weights);
+  INFO(saved.err);
+  REQUIRE(saved.status == 0);
+  ts::StateDict state = ts::io::load(weights);
+  CHECK(state.keys() == std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                                                 "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
+  CHECK(state.at("fc1.weight").sizes() == ts::Shape{128, 9216});
+  CHECK(state.at("conv2.weight").sizes() == ts::Shape{64, 32, 3, 3});
+  Run loaded = run_example(common + " --init " + weights);
+  INFO(loaded.err);
+  CHECK(loaded.status == 0);
+}
+
+TEST_CASE("missing, truncated and corrupt inputs end with a clear error and a non-zero exit") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  std::string common = " --dry-run --threads 1";
+
+  Run missing = run_example("--data " + (data / "nowhere").string() + common);
+  CHECK(missing.status != 0);
+  CHECK(contains(missing.err, "looked for"));
+  CHECK(contains(missing.err, "nowhere"));
+
+  // Wrong magic: the first two bytes of an IDX file must be zero.
+  Bytes images = data_test::read_bytes(data / "train-images-idx3-ubyte");
+  Bytes corrupt = images;
+  corrupt[0] = 0x1f;
+  corrupt[1] = 0x00;
+  data_test::write_raw(data / "train-images-idx3-ubyte", corrupt);
+  Run magic = run_example("--data " + data.path().string() + common);
+  CHECK(magic.status != 0);
+  CHECK(contains(magic.err, "train-images-idx3-ubyte"));
+  CHECK(contains(magic.err, "byte offset 0"));
+
+  // Truncated: the data ends early.
+  data_test::write_raw(data / "train-images-idx3-ubyte", Bytes(images.begin(), images.end() - 100));
+  Run truncated = run_example("--data " + data.path().string() + common);
+  CHECK(truncated.status != 0);
+  CHECK(contains(truncated.err, "train-images-idx3-ubyte"));
+  data_test::write_raw(data / "train-images-idx3-ubyte", images);
+
+  // Weights: missing, truncated, and of the wrong shapes.
+  Run no_weights = run_example("--data " + data.path().string() + common + " --init " + (data / "none.safetensors").string());
+  CHECK(no_weights.status != 0);
+  CHECK(contains(no_weights.err, "none.safetensors"));
+  ts::StateDict small;
+  small.insert("fc1.weight", ts::zeros({2, 2}));
+  ts::io::save(small, (data / "small.safetensors").string());
+  Bytes file = data_test::read_bytes(data / "small.safetensors");
+  data_test::write_raw(data / "cut.safetensors", Bytes(file.begin(), file.begin() + 20));
+  Run cut = run_example("--data " + data.path().string() + common + " --init " + (data / "cut.safetensors").string());
+  CHECK(cut.status != 0);
+  CHECK(contains(cut.err, "cut.safetensors"));
+  CHECK(contains(cut.err, "byte"));
+  Run wrong = run_example("--data " + data.path().string() + common + " --init " + (data / "small.safetensors").string());
+  CHECK(wrong.status != 0);
+  CHECK(contains(wrong.err, "fc1.weight: checkpoint [2, 2], model [128, 9216]"));
+  CHECK(contains(wrong.err, "missing keys"));
+}
