@@ -10,6 +10,7 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/gradcheck.h"
 #include "tessera/tensor/allocator.h"
+#include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/device.h"
 #include "tessera/tensor/dtype.h"
 #include "tessera/tensor/error.h"
