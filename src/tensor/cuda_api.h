@@ -1,6 +1,7 @@
 // The CUDA runtime as users see it: is there a device, which one, wait for it, and the
 // one numerical switch (TF32). Declared in every build; without CUDA support compiled
-// in, is_available() is false, device_count() is 0 and the rest throw NotCompiledError.
+// in, is_available() is false, device_count() is 0, synchronize() has nothing to wait
+// for and the functions about a particular device throw NotCompiledError.
 //
 //   ts::Device device = ts::cuda::is_available() ? ts::Device::cuda(0) : ts::Device::cpu();
 //   model.to(device);
@@ -11,7 +12,15 @@
 #include <cstdint>
 #include <string>
 
+#include "tessera/tensor/error.h"
+
 namespace tessera::cuda {
+
+// A failed CUDA, cuBLAS or cuDNN call (or device allocation); the message names the call,
+// the source file and line, and the library's own description of the status.
+class CudaError : public Error {
+  using Error::Error;
+};
 
 // True when this build of Tessera has the CUDA backend.
 bool is_compiled();

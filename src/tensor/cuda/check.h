@@ -8,13 +8,10 @@
 //   TS_CUDNN_CHECK(cudnnSoftmaxForward(...));
 #pragma once
 
+#include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/error.h"
 
 namespace tessera::cuda {
-
-class CudaError : public Error {
-  using Error::Error;
-};
 
 void check_status(int status, const char* expression, const char* file, int line);
 void check_cublas_status(int status, const char* expression, const char* file, int line);
