@@ -147,6 +147,8 @@ template <class Algo, class Perf, class GetCandidates, class WorkspaceSize>
 AlgorithmChoice<Algo> choose_algorithm(ConvPlan& plan, bool fma_only, int max_candidates,
                                        GetCandidates get_candidates, WorkspaceSize workspace_size, const char* op,
                                        const ConvGeometry& g) {
+  // Ask with the policy's math type, not whatever the previous direction left set.
+  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
   std::vector<Perf> candidates(static_cast<size_t>(std::max(max_candidates, 1)));
   int returned = 0;
   get_candidates(static_cast<int>(candidates.size()), &returned, candidates.data());
