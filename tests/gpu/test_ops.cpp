@@ -8,6 +8,7 @@
 // the last test checks the nodes, so a new differentiable op cannot skip its row.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -387,11 +388,18 @@ CaseInputs prepare(const OpCase& c, DType dtype) {
   return prepared;
 }
 
-void check_close(const Tensor& actual, const Tensor& expected, DType dtype, double tolerance_scale,
-                 const std::string& what) {
+// Checks `actual` (on the device) against `expected` (the CPU's); returns the normalised
+// error (infinite when they cannot be compared). CHECKs only, never REQUIREs: one GPU run
+// must report every case, not stop at the first bad one.
+double check_close(const Tensor& actual, const Tensor& expected, DType dtype, double tolerance_scale,
+                   const std::string& what) {
   CAPTURE(what);
-  REQUIRE(actual.defined() == expected.defined());
-  if (!actual.defined()) return;
+  constexpr double kInfinite = std::numeric_limits<double>::infinity();
+  if (actual.defined() != expected.defined()) {
+    FAIL_CHECK("defined on one side only (device: " << actual.defined() << ", CPU: " << expected.defined() << ")");
+    return kInfinite;
+  }
+  if (!actual.defined()) return 0.0;
   CHECK(actual.device() == gpu_test::target());
   const bool floating = ts::is_floating(expected.dtype());
   CHECK(actual.dtype() == (floating && dtype == bf16 ? bf16 : expected.dtype()));
@@ -402,41 +410,66 @@ void check_close(const Tensor& actual, const Tensor& expected, DType dtype, doub
   const double tolerance = floating ? gpu_test::tolerance(dtype) * tolerance_scale : 0.0;
   INFO(problem);
   CHECK_MESSAGE(error <= tolerance, "normalised error " << error << " > tolerance " << tolerance);
+  return error;
 }
 
-// Runs one case in one dtype.
-void run_case(const OpCase& c, DType dtype) {
+// The largest normalised errors of one case in one dtype (-1: nothing of that kind).
+struct CaseErrors {
+  double outputs = -1, gradients = -1;
+};
+
+std::string shown(double error) {
+  if (error < 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2e", error);
+  return text;
+}
+
+CaseErrors run_case(const OpCase& c, DType dtype) {
+  CaseErrors errors;
   CaseInputs in = prepare(c, dtype);
   TensorList expected = c.f(in.reference);
   TensorList actual = c.f(in.device);
-  REQUIRE(actual.size() == expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) check_close(actual[i], expected[i], dtype, c.tolerance_scale, "output " + std::to_string(i));
-
+  if (actual.size() != expected.size()) {
+    FAIL_CHECK(actual.size() << " outputs on the device, " << expected.size() << " on the CPU");
+    return errors;
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    errors.outputs = std::max(errors.outputs, check_close(actual[i], expected[i], dtype, c.tolerance_scale,
+                                                          "output " + std::to_string(i)));
+  }
   const Tensor& out = expected.front();
-  if (!ts::is_floating(out.dtype()) || !out.requires_grad()) return;
+  if (!ts::is_floating(out.dtype()) || !out.requires_grad()) return errors;
   ts::Generator gen(4242);
   Tensor seed_grad = ts::rand(out.sizes(), gen, {.dtype = f64}).to(dtype == bf16 ? bf16 : out.dtype());
   expected.front().backward(seed_grad.dtype() == bf16 ? seed_grad.to(f32) : seed_grad);
   actual.front().backward(seed_grad.to(gpu_test::target()));
   for (size_t i = 0; i < in.reference.size(); ++i) {
     if (!in.reference[i].requires_grad()) continue;
-    check_close(in.device[i].grad(), in.reference[i].grad(), dtype, c.tolerance_scale,
-                "gradient of input " + std::to_string(i));
+    errors.gradients = std::max(errors.gradients, check_close(in.device[i].grad(), in.reference[i].grad(), dtype,
+                                                              c.tolerance_scale, "gradient of input " + std::to_string(i)));
   }
+  return errors;
 }
 
 }  // namespace
 
 TEST_CASE("every op on the device matches the CPU, outputs and gradients") {
+  // The table of errors goes to stdout (meson's test log) on success too: it is the
+  // record of a GPU run, for docs/gpu.md.
+  std::printf("%-52s %-9s %-14s %s\n", "case", "dtype", "output error", "gradient error");
   for (const OpCase& c : op_cases()) {
     for (DType dtype : c.dtypes) {
       if (dtype == bf16 && !gpu_test::cuda_target()) continue;  // the CPU has no bfloat16 arithmetic
       CAPTURE(c.name);
       CAPTURE(dtype);
       try {
-        run_case(c, dtype);
+        const CaseErrors errors = run_case(c, dtype);
+        std::printf("%-52s %-9s %-14s %s\n", c.name.c_str(), std::string(ts::dtype_name(dtype)).c_str(),
+                    shown(errors.outputs).c_str(), shown(errors.gradients).c_str());
       } catch (const std::exception& e) {
-        FAIL_CHECK("threw: " << e.what());
+        FAIL_CHECK("threw: " << std::string(e.what()));
+        std::printf("%-52s %-9s threw: %s\n", c.name.c_str(), std::string(ts::dtype_name(dtype)).c_str(), e.what());
       }
     }
   }
