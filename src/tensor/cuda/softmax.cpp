@@ -48,12 +48,12 @@ cudnnTensorDescriptor_t softmax_descriptor(DType dtype, const SoftmaxLayout& lay
   std::lock_guard<std::mutex> lock(*mutex);
   auto it = descriptors->find(key);
   if (it != descriptors->end()) return it->second;
+  const cudnnDataType_t data_type = softmax_data_type(dtype, op);
   cudnnTensorDescriptor_t descriptor = nullptr;
   TS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&descriptor));
   const cudnnStatus_t status =
-      cudnnSetTensor4dDescriptor(descriptor, CUDNN_TENSOR_NCHW, softmax_data_type(dtype, op),
-                                 static_cast<int>(layout.outer), static_cast<int>(layout.size),
-                                 static_cast<int>(layout.inner), 1);
+      cudnnSetTensor4dDescriptor(descriptor, CUDNN_TENSOR_NCHW, data_type, static_cast<int>(layout.outer),
+                                 static_cast<int>(layout.size), static_cast<int>(layout.inner), 1);
   if (status != CUDNN_STATUS_SUCCESS) cudnnDestroyTensorDescriptor(descriptor);
   TS_CUDNN_CHECK(status);
   descriptors->emplace(key, descriptor);
