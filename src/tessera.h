@@ -22,6 +22,7 @@
 #include "tessera/data/transforms.h"
 #include "tessera/dist/dist.h"
 #include "tessera/tensor/allocator.h"
+#include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/device.h"
 #include "tessera/tensor/dtype.h"
 #include "tessera/tensor/error.h"

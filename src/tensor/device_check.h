@@ -27,4 +27,10 @@ inline void check_cpu(const Tensor& tensor, std::string_view op) {
            " tensors");
 }
 
+// The CUDA kernels' entry check, the mirror of check_cpu.
+inline void check_cuda(const Tensor& tensor, std::string_view op) {
+  TS_CHECK(tensor.device().is_cuda(), DeviceError, op, ": the CUDA kernel was given a ", tensor.device().str(),
+           " tensor");
+}
+
 }  // namespace tessera

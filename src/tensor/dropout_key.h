@@ -11,13 +11,19 @@ TS_HOST_DEVICE uint64_t dropout_philox_key(const DropoutKey& key) {
   return key.seed ^ (key.stream * 0x9E3779B97F4A7C15ull);
 }
 
+// The four draws for elements [4 * block, 4 * block + 4) of row `row`; lane c % 4 is
+// element c's. Both backends call this, so they drop exactly the same elements.
+TS_HOST_DEVICE philox::Counter dropout_bits(uint64_t philox_key, uint64_t step, int64_t row, int64_t block) {
+  philox::Counter counter{{static_cast<uint32_t>(block), static_cast<uint32_t>(row), static_cast<uint32_t>(step),
+                           static_cast<uint32_t>(step >> 32)}};
+  return philox::philox4x32_10(counter, philox_key);
+}
+
 // Keep-mask for one row: mask[c] = 1 when element c is kept.
 inline void dropout_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, uint8_t* mask) {
   const uint64_t philox_key = dropout_philox_key(key);
   for (int64_t block = 0; block * 4 < cols; ++block) {
-    philox::Counter counter{{static_cast<uint32_t>(block), static_cast<uint32_t>(row),
-                             static_cast<uint32_t>(key.step), static_cast<uint32_t>(key.step >> 32)}};
-    philox::Counter bits = philox::philox4x32_10(counter, philox_key);
+    philox::Counter bits = dropout_bits(philox_key, key.step, row, block);
     for (int lane = 0; lane < 4 && block * 4 + lane < cols; ++lane) {
       mask[block * 4 + lane] = philox::unit_float(bits.word[lane]) >= p;
     }

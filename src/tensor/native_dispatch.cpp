@@ -4,9 +4,20 @@
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/native.h"
 
-// The CUDA backend adds its branch here: (tensor).is_cuda() ? cuda::kernel(...) : ...
-// Until then a CUDA tensor reaches the CPU kernel, whose check names the device.
+#if TESSERA_HAS_CUDA
+#include "tessera/tensor/cuda/kernels.h"
+
+// A CUDA tensor goes to cuda::, anything else to cpu::. Each kernel then checks that its
+// other operands are on the same device (a DeviceError naming both devices otherwise).
+#define TS_DISPATCH(tensor, kernel, ...)                                          \
+  do {                                                                            \
+    if ((tensor).defined() && (tensor).is_cuda()) return ::tessera::cuda::kernel(__VA_ARGS__); \
+    return ::tessera::cpu::kernel(__VA_ARGS__);                                   \
+  } while (false)
+#else
+// Without CUDA a CUDA tensor cannot exist (its allocation throws NotCompiledError).
 #define TS_DISPATCH(tensor, kernel, ...) return ::tessera::cpu::kernel(__VA_ARGS__)
+#endif
 
 namespace tessera::native {
 

@@ -8,41 +8,14 @@
 #include <vector>
 
 #include "tessera/tensor/cpu/gemm.h"
-#include "tessera/tensor/device_check.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
 using namespace native;
 
 namespace {
-
-struct ConvGeometry {
-  int64_t batch, channels, height, width;
-  int64_t out_channels, kernel_h, kernel_w;
-  int64_t out_h, out_w;
-  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  int64_t patch() const { return channels * kernel_h * kernel_w; }
-  int64_t positions() const { return out_h * out_w; }
-};
-
-ConvGeometry conv_geometry(const Shape& input, const Shape& weight, const Conv2dOptions& o) {
-  TS_CHECK(input.size() == 4, ShapeError, "conv2d: expected a 4-D input [N, C, H, W], got ", shape_str(input));
-  TS_CHECK(weight.size() == 4, ShapeError, "conv2d: expected a 4-D weight [O, C, kh, kw], got ", shape_str(weight));
-  TS_CHECK(input[1] == weight[1], ShapeError, "conv2d: input of shape ", shape_str(input), " has ", input[1],
-           " channels but weight of shape ", shape_str(weight), " expects ", weight[1]);
-  for (int i = 0; i < 2; ++i) {
-    TS_CHECK(o.stride[i] > 0 && o.dilation[i] > 0 && o.padding[i] >= 0, ValueError,
-             "conv2d: stride and dilation must be positive and padding non-negative");
-  }
-  ConvGeometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], 0, 0,
-                 o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0], o.dilation[1]};
-  g.out_h = (g.height + 2 * g.pad_h - g.dil_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
-  g.out_w = (g.width + 2 * g.pad_w - g.dil_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;
-  TS_CHECK(g.out_h > 0 && g.out_w > 0, ShapeError, "conv2d: input of shape ", shape_str(input),
-           " is too small for a kernel of shape ", shape_str(weight), " with this padding and dilation");
-  return g;
-}
 
 template <class T>
 void im2col(const T* image, const ConvGeometry& g, T* col) {
@@ -91,24 +64,13 @@ void col2im(const T* col, const ConvGeometry& g, T* image) {
   }
 }
 
-void check_conv_operands(const Tensor& a, const Tensor& b, const char* op) {
-  check_defined(a, op, "first operand");
-  check_defined(b, op, "second operand");
-  check_same_device(a, b, op);
-  check_same_dtype(a, b, op);
-  check_cpu(a, op);
-}
-
 }  // namespace
 
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& options) {
   check_conv_operands(input_in, weight_in, "conv2d");
+  check_cpu(input_in, "conv2d");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
-  if (bias_in.defined()) {
-    check_same_dtype(input_in, bias_in, "conv2d");
-    TS_CHECK(bias_in.dim() == 1 && bias_in.size(0) == g.out_channels, ShapeError, "conv2d: bias of shape ",
-             shape_str(bias_in.sizes()), " does not match ", g.out_channels, " output channels");
-  }
+  check_conv_bias(input_in, bias_in, g);
   Tensor input = contiguous(input_in), weight = contiguous(weight_in);
   Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
   Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, input.dtype(), input.device());
@@ -141,6 +103,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
 Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_in, const Shape& input_shape,
                              const Conv2dOptions& options) {
   check_conv_operands(grad_output_in, weight_in, "conv2d_backward_input");
+  check_cpu(grad_output_in, "conv2d_backward_input");
   ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
   Tensor grad_output = contiguous(grad_output_in), weight = contiguous(weight_in);
   Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
@@ -167,6 +130,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
 Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_in, const Shape& weight_shape,
                               const Conv2dOptions& options) {
   check_conv_operands(grad_output_in, input_in, "conv2d_backward_weight");
+  check_cpu(grad_output_in, "conv2d_backward_weight");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
   Tensor grad_weight = zeros(weight_shape, input.dtype(), input.device());

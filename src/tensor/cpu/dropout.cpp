@@ -5,9 +5,9 @@
 // first_row + r, step)), lane c % 4. The mask therefore depends on the global row, not
 // on the batch split, and the CUDA kernel computes the same bits.
 #include "tessera/tensor/cpu/loops.h"
-#include "tessera/tensor/device_check.h"
-#include "tessera/tensor/dropout_key.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/dropout_key.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
@@ -16,10 +16,9 @@ using namespace native;
 std::tuple<Tensor, Tensor> dropout(const Tensor& input_in, double p, const DropoutKey& key) {
   check_defined(input_in, "dropout");
   check_cpu(input_in, "dropout");
-  TS_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got ", p);
+  check_dropout_probability(p);
   Tensor input = contiguous(input_in);
-  const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
-  const int64_t cols = rows == 0 ? 0 : input.numel() / rows;
+  const auto [rows, cols] = dropout_layout(input);
   Tensor out = empty(input.sizes(), input.dtype(), input.device());
   Tensor mask = empty(input.sizes(), DType::u8, input.device());
   const float threshold = static_cast<float>(p);
@@ -40,10 +39,8 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input_in, double p, const Dropo
 }
 
 Tensor dropout_backward(const Tensor& grad_output_in, const Tensor& mask_in, double p) {
-  check_defined(grad_output_in, "dropout_backward");
+  check_dropout_backward_operands(grad_output_in, mask_in);
   check_cpu(grad_output_in, "dropout_backward");
-  TS_CHECK(grad_output_in.sizes() == mask_in.sizes(), ShapeError, "dropout_backward: gradient of shape ",
-           shape_str(grad_output_in.sizes()), " does not match mask of shape ", shape_str(mask_in.sizes()));
   Tensor grad_output = contiguous(grad_output_in), mask = contiguous(mask_in);
   Tensor grad_input = empty(grad_output.sizes(), grad_output.dtype(), grad_output.device());
   dispatch_floating(grad_output.dtype(), "dropout_backward", [&]<class T>() {

@@ -2,16 +2,14 @@
 #include <cmath>
 
 #include "tessera/tensor/cpu/loops.h"
-#include "tessera/tensor/device_check.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
 using namespace native;
 
 namespace {
-
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
 
 template <class T>
 T apply_unary(UnaryOp op, T x) {
@@ -112,13 +110,8 @@ void binary_into(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void check_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  check_defined(a, op_name(op), "first operand");
-  check_defined(b, op_name(op), "second operand");
-  check_same_device(a, b, op_name(op));
-  check_same_dtype(a, b, op_name(op));
+  check_binary_operands(op, a, b);
   check_cpu(a, op_name(op));
-  TS_CHECK(op != BinaryOp::pow || is_floating(a.dtype()), DTypeError, "pow: expected floating tensors, got ",
-           dtype_name(a.dtype()));
 }
 
 }  // namespace
@@ -126,9 +119,7 @@ void check_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 Tensor unary(UnaryOp op, const Tensor& self) {
   check_defined(self, op_name(op));
   check_cpu(self, op_name(op));
-  bool integer_ok = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign;
-  TS_CHECK(integer_ok || is_floating(self.dtype()), DTypeError, op_name(op),
-           ": expected a floating tensor, got ", dtype_name(self.dtype()));
+  check_unary_dtype(op, self);
   Tensor out = empty(self.sizes(), self.dtype(), self.device());
   dispatch_numeric(self.dtype(), op_name(op), [&]<class T>() {
     auto it = cpu::make_iteration<2>(out.sizes(), {&out, &self});
@@ -177,9 +168,7 @@ Tensor binary(BinaryOp op, double a, const Tensor& b) {
 void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
   TS_CHECK(!is_comparison(op), ValueError, op_name(op), "_: comparisons have no in-place form");
-  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
-  TS_CHECK(shape == a.sizes(), ShapeError, op_name(op), "_: operand of shape ", shape_str(b.sizes()),
-           " does not broadcast to the in-place shape ", shape_str(a.sizes()));
+  check_in_place_shape(a, b, op_name(op));
   dispatch_numeric(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, a, a, b); });
 }
 
@@ -190,9 +179,7 @@ void binary_(BinaryOp op, Tensor& a, double b) {
 
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
   check_binary(BinaryOp::add, self, other);
-  Shape shape = broadcast_shapes(self.sizes(), other.sizes(), "add_");
-  TS_CHECK(shape == self.sizes(), ShapeError, "add_: operand of shape ", shape_str(other.sizes()),
-           " does not broadcast to the in-place shape ", shape_str(self.sizes()));
+  check_in_place_shape(self, other, "add");
   dispatch_numeric(self.dtype(), "add_", [&]<class T>() {
     const T scale = static_cast<T>(alpha);
     binary_loop<T, T>(self, self, other, [scale](T x, T y) { return static_cast<T>(x + scale * y); });
@@ -200,10 +187,8 @@ void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_binary(BinaryOp::add, a, b);
-  check_same_device(cond, a, "where");
-  TS_CHECK(cond.dtype() == DType::u8, DTypeError, "where: condition must be uint8, got ", dtype_name(cond.dtype()));
-  Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Shape shape = where_shape(cond, a, b);
+  check_cpu(a, "where");
   Tensor out = empty(shape, a.dtype(), a.device());
   dispatch_numeric(a.dtype(), "where", [&]<class T>() {
     auto it = cpu::make_iteration<4>(shape, {&out, &cond, &a, &b});
@@ -221,9 +206,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& input) {
-  check_binary(BinaryOp::mul, grad, input);
-  TS_CHECK(grad.sizes() == input.sizes(), ShapeError, "relu_backward: gradient shape ", shape_str(grad.sizes()),
-           " differs from input shape ", shape_str(input.sizes()));
+  check_relu_backward_operands(grad, input);
+  check_cpu(grad, "relu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype(), grad.device());
   dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
     binary_loop<T, T>(out, grad, input, [](T g, T x) { return x > T(0) ? g : T(0); });

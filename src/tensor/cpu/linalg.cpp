@@ -1,7 +1,7 @@
 // matmul and linear on the CPU: batched GEMM over (broadcast) batch dims.
 #include "tessera/tensor/cpu/gemm.h"
-#include "tessera/tensor/device_check.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
@@ -35,46 +35,22 @@ void mm_into(const Tensor& a, const Tensor& b, Tensor& out, T beta) {
                out.stride(0));
 }
 
-void check_matmul_operands(const Tensor& a, const Tensor& b, const char* op) {
-  check_defined(a, op, "first operand");
-  check_defined(b, op, "second operand");
-  check_same_device(a, b, op);
-  check_same_dtype(a, b, op);
-  check_cpu(a, op);
-  TS_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, op, ": both operands need at least one dimension, got ",
-           shape_str(a.sizes()), " and ", shape_str(b.sizes()));
-}
-
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  check_matmul_operands(a_in, b_in, "matmul");
-  // Promote vectors to matrices and remember which dims to drop afterwards.
-  Tensor a = a_in.dim() == 1 ? unsqueeze(a_in, 0) : a_in;
-  Tensor b = b_in.dim() == 1 ? unsqueeze(b_in, 1) : b_in;
-  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  TS_CHECK(b.size(-2) == k, ShapeError, "matmul: shapes ", shape_str(a_in.sizes()), " and ",
-           shape_str(b_in.sizes()), " cannot be multiplied (", k, " != ", b.size(-2), ")");
-  Shape batch_a(a.sizes().begin(), a.sizes().end() - 2), batch_b(b.sizes().begin(), b.sizes().end() - 2);
-  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
-  Shape out_shape = batch;
-  out_shape.push_back(m);
-  out_shape.push_back(n);
-  Tensor out = empty(out_shape, a.dtype(), a.device());
-
-  Shape a_shape = batch, b_shape = batch;
-  a_shape.insert(a_shape.end(), {m, k});
-  b_shape.insert(b_shape.end(), {k, n});
-  Tensor a3 = expand(a, a_shape), b3 = expand(b, b_shape);
-  const int64_t batches = shape_numel(batch);
-  Tensor out3 = view(out, {batches, m, n});
-  dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
+  MatmulPlan plan = plan_matmul(a_in, b_in);
+  check_cpu(a_in, "matmul");
+  const int64_t batches = plan.batches, m = plan.m, k = plan.k, n = plan.n;
+  Tensor out3 = view(plan.out, {batches, m, n});
+  dispatch_floating(a_in.dtype(), "matmul", [&]<class T>() {
     if (batches == 1) {
       Tensor o = select(out3, 0, 0);
-      mm_into<T>(view(contiguous(a3), {m, k}), view(contiguous(b3), {k, n}), o, T(0));
+      mm_into<T>(view(contiguous(plan.a3), {m, k}), view(contiguous(plan.b3), {k, n}), o, T(0));
       return;
     }
     // Flatten batch dims (copying operands whose batch dims do not flatten).
+    const Tensor& a3 = plan.a3;
+    const Tensor& b3 = plan.b3;
     Tensor af = viewable(a3, {batches, m, k}) ? view(a3, {batches, m, k}) : view(contiguous(a3), {batches, m, k});
     Tensor bf = viewable(b3, {batches, k, n}) ? view(b3, {batches, k, n}) : view(contiguous(b3), {batches, k, n});
     for (int64_t i = 0; i < batches; ++i) {
@@ -82,27 +58,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       mm_into<T>(select(af, 0, i), select(bf, 0, i), o, T(0));
     }
   });
-  if (a_in.dim() == 1 && b_in.dim() == 1) return view(out, {});
-  if (a_in.dim() == 1) return squeeze(out, -2);
-  if (b_in.dim() == 1) return squeeze(out, -1);
-  return out;
+  return plan.result();
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_matmul_operands(x, weight, "linear");
-  TS_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got ",
-           shape_str(weight.sizes()));
+  Shape out_shape = linear_shape(x, weight, bias);
+  check_cpu(x, "linear");
   const int64_t in_features = weight.size(1), out_features = weight.size(0);
-  TS_CHECK(x.size(-1) == in_features, ShapeError, "linear: input of shape ", shape_str(x.sizes()),
-           " does not match weight of shape ", shape_str(weight.sizes()), " (", x.size(-1), " != ", in_features, ")");
-  if (bias.defined()) {
-    check_same_dtype(x, bias, "linear");
-    TS_CHECK(bias.dim() == 1 && bias.size(0) == out_features, ShapeError, "linear: bias of shape ",
-             shape_str(bias.sizes()), " does not match weight of shape ", shape_str(weight.sizes()));
-  }
   const int64_t rows = x.numel() / std::max<int64_t>(in_features, 1);
-  Shape out_shape = x.sizes();
-  out_shape.back() = out_features;
   Tensor out = empty(out_shape, x.dtype(), x.device());
   Tensor x2 = contiguous(x);
   dispatch_floating(x.dtype(), "linear", [&]<class T>() {

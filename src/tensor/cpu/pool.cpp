@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "tessera/tensor/cpu/loops.h"
-#include "tessera/tensor/device_check.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
@@ -14,20 +14,9 @@ using namespace native;
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOptions& o) {
   check_defined(input_in, "max_pool2d");
   check_cpu(input_in, "max_pool2d");
-  TS_CHECK(input_in.dim() == 4, ShapeError, "max_pool2d: expected a 4-D input [N, C, H, W], got ",
-           shape_str(input_in.sizes()));
-  for (int i = 0; i < 2; ++i) {
-    TS_CHECK(o.kernel[i] > 0 && o.stride[i] > 0, ValueError, "max_pool2d: kernel and stride must be positive");
-    TS_CHECK(o.padding[i] >= 0 && o.padding[i] * 2 <= o.kernel[i], ValueError,
-             "max_pool2d: padding must be at most half the kernel size, got padding ", o.padding[i],
-             " for kernel ", o.kernel[i]);
-  }
+  const PoolGeometry g = max_pool2d_geometry(input_in, o);
   Tensor input = contiguous(input_in);
-  const int64_t planes = input.size(0) * input.size(1), height = input.size(2), width = input.size(3);
-  const int64_t out_h = (height + 2 * o.padding[0] - o.kernel[0]) / o.stride[0] + 1;
-  const int64_t out_w = (width + 2 * o.padding[1] - o.kernel[1]) / o.stride[1] + 1;
-  TS_CHECK(out_h > 0 && out_w > 0, ShapeError, "max_pool2d: input of shape ", shape_str(input.sizes()),
-           " is smaller than the kernel");
+  const int64_t planes = g.planes, height = g.height, width = g.width, out_h = g.out_h, out_w = g.out_w;
   Tensor out = empty({input.size(0), input.size(1), out_h, out_w}, input.dtype(), input.device());
   Tensor indices = empty(out.sizes(), DType::i64, input.device());
   dispatch_floating(input.dtype(), "max_pool2d", [&]<class T>() {
@@ -64,10 +53,8 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOpt
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_output_in, const Tensor& indices_in, const Shape& input_shape) {
-  check_defined(grad_output_in, "max_pool2d_backward");
+  check_max_pool2d_backward_operands(grad_output_in, indices_in, input_shape);
   check_cpu(grad_output_in, "max_pool2d_backward");
-  TS_CHECK(grad_output_in.sizes() == indices_in.sizes(), ShapeError, "max_pool2d_backward: gradient of shape ",
-           shape_str(grad_output_in.sizes()), " does not match indices of shape ", shape_str(indices_in.sizes()));
   Tensor grad_output = contiguous(grad_output_in), indices = contiguous(indices_in);
   Tensor grad_input = zeros(input_shape, grad_output.dtype(), grad_output.device());
   const int64_t planes = input_shape[0] * input_shape[1];

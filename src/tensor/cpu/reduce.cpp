@@ -6,51 +6,14 @@
 #include <numeric>
 
 #include "tessera/tensor/cpu/loops.h"
-#include "tessera/tensor/device_check.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
 using namespace native;
 
 namespace {
-
-struct ReductionPlan {
-  std::vector<bool> reduced;  // per input dim
-  Shape out_shape;            // with keepdim applied
-  Shape kept_shape;           // kept dims only
-  int64_t outer = 1, inner = 1;
-};
-
-ReductionPlan plan_reduction(const Tensor& self, const Shape& dims, bool keepdim, std::string_view op) {
-  ReductionPlan plan;
-  plan.reduced.assign(self.dim(), dims.empty());
-  for (int64_t d : dims) {
-    int64_t w = wrap_dim(d, self.dim(), op);
-    TS_CHECK(!plan.reduced[w] || dims.empty(), ValueError, op, ": dim ", w, " appears twice in ", shape_str(dims));
-    if (self.dim() > 0) plan.reduced[w] = true;
-  }
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    int64_t size = self.sizes()[d];
-    if (plan.reduced[d]) {
-      plan.inner *= size;
-      if (keepdim) plan.out_shape.push_back(1);
-    } else {
-      plan.outer *= size;
-      plan.out_shape.push_back(size);
-      plan.kept_shape.push_back(size);
-    }
-  }
-  return plan;
-}
-
-// `self` laid out as a contiguous [outer, inner] matrix (reduced dims inner).
-Tensor as_outer_inner(const Tensor& self, const ReductionPlan& plan) {
-  Shape order;
-  for (int64_t d = 0; d < self.dim(); ++d) if (!plan.reduced[d]) order.push_back(d);
-  for (int64_t d = 0; d < self.dim(); ++d) if (plan.reduced[d]) order.push_back(d);
-  return contiguous(permute(self, order));
-}
 
 // True when the reduced dims are exactly the leading dims and the tensor is contiguous:
 // then the input is [inner, outer] row-major and rows can be accumulated directly.

@@ -6,28 +6,14 @@
 #include <limits>
 
 #include "tessera/tensor/cpu/loops.h"
-#include "tessera/tensor/device_check.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
 using namespace native;
 
 namespace {
-
-struct SoftmaxLayout {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-
-SoftmaxLayout softmax_layout(const Tensor& self, int64_t dim, const char* op) {
-  SoftmaxLayout layout;
-  if (self.dim() == 0) return layout;
-  int64_t d = wrap_dim(dim, self.dim(), op);
-  for (int64_t i = 0; i < d; ++i) layout.outer *= self.size(i);
-  layout.size = self.size(d);
-  for (int64_t i = d + 1; i < self.dim(); ++i) layout.inner *= self.size(i);
-  return layout;
-}
 
 template <class T, bool Log>
 void softmax_forward(const T* x, T* y, const SoftmaxLayout& l) {
@@ -92,11 +78,8 @@ Tensor softmax_impl(const Tensor& self_in, int64_t dim, const char* op) {
 
 template <bool Log>
 Tensor softmax_backward_impl(const Tensor& grad_in, const Tensor& output_in, int64_t dim, const char* op) {
-  check_defined(grad_in, op);
+  check_softmax_backward_operands(grad_in, output_in, op);
   check_cpu(grad_in, op);
-  check_same_dtype(grad_in, output_in, op);
-  TS_CHECK(grad_in.sizes() == output_in.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad_in.sizes()),
-           " does not match output of shape ", shape_str(output_in.sizes()));
   Tensor grad = contiguous(grad_in), output = contiguous(output_in);
   SoftmaxLayout layout = softmax_layout(output, dim, op);
   Tensor grad_input = empty(output.sizes(), output.dtype(), output.device());
@@ -105,24 +88,6 @@ Tensor softmax_backward_impl(const Tensor& grad_in, const Tensor& output_in, int
                                     grad_input.data_ptr<T>(), layout);
   });
   return grad_input;
-}
-
-void check_nll_operands(const Tensor& log_probs, const Tensor& target, const Tensor& weight) {
-  check_defined(log_probs, "nll_loss", "input");
-  check_defined(target, "nll_loss", "target");
-  check_cpu(log_probs, "nll_loss");
-  check_same_device(log_probs, target, "nll_loss");
-  TS_CHECK(log_probs.dim() == 2, ShapeError, "nll_loss: expected input of shape [N, C], got ",
-           shape_str(log_probs.sizes()));
-  TS_CHECK(target.dtype() == DType::i64, DTypeError, "nll_loss: target must be int64, got ",
-           dtype_name(target.dtype()));
-  TS_CHECK(target.dim() == 1 && target.size(0) == log_probs.size(0), ShapeError, "nll_loss: target of shape ",
-           shape_str(target.sizes()), " does not match input of shape ", shape_str(log_probs.sizes()));
-  if (weight.defined()) {
-    check_same_dtype(log_probs, weight, "nll_loss");
-    TS_CHECK(weight.dim() == 1 && weight.size(0) == log_probs.size(1), ShapeError, "nll_loss: weight of shape ",
-             shape_str(weight.sizes()), " does not match ", log_probs.size(1), " classes");
-  }
 }
 
 }  // namespace
@@ -141,6 +106,7 @@ Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t
 std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Tensor& weight_in,
                                     Reduction reduction, int64_t ignore_index) {
   check_nll_operands(log_probs_in, target_in, weight_in);
+  check_cpu(log_probs_in, "nll_loss");
   Tensor log_probs = contiguous(log_probs_in), target = contiguous(target_in);
   Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
@@ -176,6 +142,7 @@ Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, 
                          const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
                          const Tensor& total_weight) {
   check_nll_operands(log_probs, target_in, weight_in);
+  check_cpu(log_probs, "nll_loss_backward");
   Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
   Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);

@@ -4,28 +4,22 @@
 
 namespace tessera::cuda {
 
-void check_status(int status, const char* expression, const char* file, int line) {
-  if (status == cudaSuccess) return;
-  throw CudaError(detail::concat(expression, " failed at ", file, ":", line, ": ",
-                                 cudaGetErrorString(static_cast<cudaError_t>(status))));
+DeviceGuard::DeviceGuard(int device) : current_(device) {
+  check_device_index(device);
+  TS_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) TS_CUDA_CHECK(cudaSetDevice(device));
 }
 
-int device_count() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-  }
-  return count;
+DeviceGuard::~DeviceGuard() {
+  // A destructor must not throw; restoring the previous device cannot fail for a device
+  // that was current before.
+  if (previous_ >= 0 && previous_ != current_) cudaSetDevice(previous_);
 }
 
-bool is_available() { return device_count() > 0; }
-
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
-  cudaMemcpyKind kind = dst_device.is_cpu() ? cudaMemcpyDeviceToHost
-                        : src_device.is_cpu() ? cudaMemcpyHostToDevice
-                                              : cudaMemcpyDeviceToDevice;
-  TS_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, kind));
+void check_device_index(int device) {
+  const int count = device_count();
+  TS_CHECK(device >= 0 && device < count, DeviceError, "cuda:", device, " requested, but ", count,
+           " CUDA devices are visible", count == 0 ? detail::concat(" (", unavailable_reason(), ")") : std::string());
 }
 
 }  // namespace tessera::cuda

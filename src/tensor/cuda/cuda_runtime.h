@@ -1,26 +1,38 @@
-// The CUDA runtime seam: error checking, device queries and copies. Compiled only when
-// Tessera is built with CUDA (TESSERA_HAS_CUDA).
+// The CUDA runtime seam inside Tessera: status checks, the current-device guard and raw
+// copies between host and device. Compiled only when Tessera is built with CUDA
+// (TESSERA_HAS_CUDA); users see cuda_api.h instead.
 #pragma once
 
 #include <cstddef>
 
+#include "tessera/tensor/cuda/check.h"
+#include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/device.h"
-#include "tessera/tensor/error.h"
 
 namespace tessera::cuda {
 
-class CudaError : public Error {
-  using Error::Error;
+// Makes `device` current for this host thread for the guard's lifetime, then restores
+// the previous one. Every entry point that touches a device holds one, so a program
+// with tensors on several GPUs never issues work against the wrong one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  explicit DeviceGuard(Device device) : DeviceGuard(device.index) {}
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  int current_ = -1;
 };
 
-// Throws CudaError naming the call, file and line when `status` is not cudaSuccess.
-void check_status(int status, const char* expression, const char* file, int line);
+// Throws DeviceError unless `device` names a visible device.
+void check_device_index(int device);
 
-int device_count();
-bool is_available();
+// Copies raw bytes where at least one side is a CUDA device (see host_copy.cpp): ordered
+// on the devices' compute streams; a copy to the host has finished when this returns, a
+// copy from the host may still be in flight (its source has already been staged).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 
 }  // namespace tessera::cuda
-
-#define TS_CUDA_CHECK(expression) \
-  ::tessera::cuda::check_status(static_cast<int>(expression), #expression, __FILE__, __LINE__)

@@ -1,0 +1,359 @@
+// 2-D convolution on CUDA through cuDNN: forward, backward-data and backward-filter.
+//
+// The shapes come from kernel_shapes.h (conv_geometry), as on the CPU; cuDNN only does
+// the arithmetic. For each (device, dtype, input shape, weight shape, options, TF32) key
+// the descriptors are built once and cached, and each direction's algorithm is chosen
+// once, on first use, from cuDNN's heuristics (cudnnGet*Algorithm_v7, as PyTorch does
+// when cudnn.benchmark is off): the first one that succeeds for this problem, allowed by
+// the TF32 policy, and whose workspace size cuDNN can state. Workspaces come from the
+// caching allocator, so a steady training step allocates nothing new.
+//
+// Precision: float32 descriptors use CUDNN_FMA_MATH (no TF32) unless set_allow_tf32(true);
+// float64 runs in float64; bfloat16 data accumulates in float32.
+#include "tessera/config.h"
+#include "tessera/tensor/cuda/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
+
+#if TESSERA_HAS_CUDNN
+
+#include <array>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/handles.h"
+
+namespace tessera::cuda {
+
+using namespace native;
+
+namespace {
+
+struct ConvTypes {
+  cudnnDataType_t data;
+  cudnnDataType_t compute;
+  bool double_scalars;  // alpha/beta are double for double data, float otherwise
+};
+
+ConvTypes conv_types(DType dtype, const char* op) {
+  switch (dtype) {
+    case DType::f32: return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, false};
+    case DType::f64: return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, true};
+    case DType::bf16: return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, false};
+    default:
+      throw DTypeError(detail::concat(op, ": expected a floating CUDA tensor (float32, float64 or bfloat16), got ",
+                                      dtype_name(dtype)));
+  }
+}
+
+struct ConvKey {
+  int device;
+  DType dtype;
+  bool tf32;
+  std::array<int64_t, 4> input, weight;
+  std::array<int64_t, 6> options;  // stride, padding, dilation (h, w)
+  auto operator<=>(const ConvKey&) const = default;
+};
+
+template <class Algo>
+struct AlgorithmChoice {
+  Algo algorithm;
+  cudnnMathType_t math;
+  size_t workspace_bytes;
+};
+
+// Descriptors of one convolution problem and the algorithms chosen for it. Used only under
+// the device's cuDNN lease, which serialises access.
+struct ConvPlan {
+  cudnnTensorDescriptor_t input = nullptr, output = nullptr;
+  cudnnFilterDescriptor_t weight = nullptr;
+  cudnnConvolutionDescriptor_t convolution = nullptr;
+  std::optional<AlgorithmChoice<cudnnConvolutionFwdAlgo_t>> forward;
+  std::optional<AlgorithmChoice<cudnnConvolutionBwdDataAlgo_t>> backward_data;
+  std::optional<AlgorithmChoice<cudnnConvolutionBwdFilterAlgo_t>> backward_filter;
+
+  ~ConvPlan() {  // cache entries live until exit; this runs only if building one failed
+    if (input) cudnnDestroyTensorDescriptor(input);
+    if (output) cudnnDestroyTensorDescriptor(output);
+    if (weight) cudnnDestroyFilterDescriptor(weight);
+    if (convolution) cudnnDestroyConvolutionDescriptor(convolution);
+  }
+};
+
+int as_int(int64_t value, const char* op) {
+  TS_CHECK(value >= 0 && value <= INT_MAX, ShapeError, op, ": size ", value, " exceeds cuDNN's 32-bit limit");
+  return static_cast<int>(value);
+}
+
+// cuDNN's legacy API indexes tensors with 32-bit integers.
+void check_element_count(const Shape& shape, const char* op) {
+  TS_CHECK(shape_numel(shape) <= INT_MAX, ShapeError, op, ": a tensor of shape ", shape_str(shape),
+           " has more elements than cuDNN's legacy convolution API supports (2^31 - 1)");
+}
+
+std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, DType dtype, bool tf32, const char* op) {
+  const ConvTypes types = conv_types(dtype, op);
+  auto plan = std::make_unique<ConvPlan>();
+  TS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->input));
+  TS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->output));
+  TS_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->weight));
+  TS_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->convolution));
+  TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->input, CUDNN_TENSOR_NCHW, types.data, as_int(g.batch, op),
+                                            as_int(g.channels, op), as_int(g.height, op), as_int(g.width, op)));
+  TS_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->weight, types.data, CUDNN_TENSOR_NCHW, as_int(g.out_channels, op),
+                                            as_int(g.channels, op), as_int(g.kernel_h, op),
+                                            as_int(g.kernel_w, op)));
+  TS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->convolution, as_int(g.pad_h, op), as_int(g.pad_w, op),
+                                                 as_int(g.stride_h, op), as_int(g.stride_w, op),
+                                                 as_int(g.dil_h, op), as_int(g.dil_w, op), CUDNN_CROSS_CORRELATION,
+                                                 types.compute));
+  const bool fma_only = dtype == DType::f32 && !tf32;
+  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  // cuDNN must agree with the shape logic about the output; a mismatch is a bug here.
+  int n = 0, c = 0, h = 0, w = 0;
+  TS_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->convolution, plan->input, plan->weight, &n, &c, &h, &w));
+  TS_CHECK(n == g.batch && c == g.out_channels && h == g.out_h && w == g.out_w, ShapeError, op,
+           ": cuDNN computes an output of [", n, ", ", c, ", ", h, ", ", w, "], Tessera [", g.batch, ", ",
+           g.out_channels, ", ", g.out_h, ", ", g.out_w, "]");
+  TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->output, CUDNN_TENSOR_NCHW, types.data, n, c, h, w));
+  return plan;
+}
+
+// The cached plan for this problem, created on first use. The map and its entries are
+// never destroyed (descriptors outliving cuDNN's teardown at exit would be destroyed late).
+ConvPlan& plan_for(int device, const ConvGeometry& g, DType dtype, bool tf32, const char* op) {
+  static auto* mutex = new std::mutex();
+  static auto* plans = new std::map<ConvKey, std::unique_ptr<ConvPlan>>();
+  ConvKey key{device, dtype, tf32, {g.batch, g.channels, g.height, g.width},
+              {g.out_channels, g.channels, g.kernel_h, g.kernel_w},
+              {g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w}};
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto& slot = (*plans)[key];
+  if (!slot) slot = build_plan(g, dtype, tf32, op);
+  return *slot;
+}
+
+bool uses_tensor_cores(cudnnMathType_t math) {
+  return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// The first of cuDNN's ranked candidates that it reports as working for this problem,
+// that the TF32 policy allows, and whose workspace size it can state.
+template <class Algo, class Perf, class GetCandidates, class WorkspaceSize>
+AlgorithmChoice<Algo> choose_algorithm(ConvPlan& plan, bool fma_only, int max_candidates,
+                                       GetCandidates get_candidates, WorkspaceSize workspace_size, const char* op,
+                                       const ConvGeometry& g) {
+  // Ask with the policy's math type, not whatever the previous direction left set.
+  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  std::vector<Perf> candidates(static_cast<size_t>(std::max(max_candidates, 1)));
+  int returned = 0;
+  get_candidates(static_cast<int>(candidates.size()), &returned, candidates.data());
+  for (int i = 0; i < returned; ++i) {
+    const Perf& perf = candidates[i];
+    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
+    if (fma_only && uses_tensor_cores(perf.mathType)) continue;
+    const cudnnMathType_t math = fma_only ? CUDNN_FMA_MATH : perf.mathType;
+    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, math));
+    size_t bytes = 0;
+    if (workspace_size(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    return {perf.algo, math, bytes};
+  }
+  throw CudaError(detail::concat(op, ": cuDNN offers no usable algorithm for input [", g.batch, ", ", g.channels,
+                                 ", ", g.height, ", ", g.width, "] and weight [", g.out_channels, ", ", g.channels,
+                                 ", ", g.kernel_h, ", ", g.kernel_w, "] (", returned, " candidates)"));
+}
+
+// Runs a cuDNN call with alpha = 1 and beta = 0 of the type the data type asks for.
+struct Scalars {
+  float alpha_f = 1.0f, beta_f = 0.0f;
+  double alpha_d = 1.0, beta_d = 0.0;
+  bool use_double;
+  const void* alpha() const { return use_double ? static_cast<const void*>(&alpha_d) : &alpha_f; }
+  const void* beta() const { return use_double ? static_cast<const void*>(&beta_d) : &beta_f; }
+};
+
+Tensor workspace(size_t bytes, Device device) {
+  return bytes == 0 ? Tensor() : empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+}
+
+void* data_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+void check_sizes(const ConvGeometry& g, const char* op) {
+  check_element_count({g.batch, g.channels, g.height, g.width}, op);
+  check_element_count({g.batch, g.out_channels, g.out_h, g.out_w}, op);
+  check_element_count({g.out_channels, g.channels, g.kernel_h, g.kernel_w}, op);
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Conv2dOptions& options) {
+  check_conv_operands(input_in, weight_in, "conv2d");
+  check_cuda(input_in, "conv2d");
+  ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
+  check_conv_bias(input_in, bias, g);
+  const DType dtype = input_in.dtype();
+  const ConvTypes types = conv_types(dtype, "conv2d");
+  DeviceGuard guard(input_in.device());
+  const Device device = input_in.device();
+  Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, dtype, device);
+  if (out.numel() == 0) return out;
+  if (g.patch() == 0) {
+    cuda::fill_(out, 0.0);
+  } else {
+    check_sizes(g, "conv2d");
+    Tensor input = contiguous(input_in), weight = contiguous(weight_in);
+    const bool tf32 = allow_tf32();
+    CudnnLease cudnn = cudnn_handle(device.index);
+    ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d");
+    const bool fma_only = dtype == DType::f32 && !tf32;
+    if (!plan.forward) {
+      int max_candidates = 0;
+      TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn.handle, &max_candidates));
+      plan.forward = choose_algorithm<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t>(
+          plan, fma_only, max_candidates,
+          [&](int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
+            TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn.handle, plan.input, plan.weight,
+                                                                  plan.convolution, plan.output, requested, returned,
+                                                                  results));
+          },
+          [&](cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
+            return cudnnGetConvolutionForwardWorkspaceSize(cudnn.handle, plan.input, plan.weight, plan.convolution,
+                                                           plan.output, algorithm, bytes);
+          },
+          "conv2d", g);
+    }
+    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.forward->math));
+    Tensor scratch = workspace(plan.forward->workspace_bytes, device);
+    const Scalars scalars{.use_double = types.double_scalars};
+    TS_CUDNN_CHECK(cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
+                                           weight.data_ptr(), plan.convolution, plan.forward->algorithm,
+                                           data_or_null(scratch), plan.forward->workspace_bytes, scalars.beta(),
+                                           plan.output, out.data_ptr()));
+  }
+  if (bias.defined()) cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
+  return out;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_in, const Shape& input_shape,
+                             const Conv2dOptions& options) {
+  check_conv_operands(grad_output_in, weight_in, "conv2d_backward_input");
+  check_cuda(grad_output_in, "conv2d_backward_input");
+  ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
+  const DType dtype = grad_output_in.dtype();
+  const ConvTypes types = conv_types(dtype, "conv2d_backward_input");
+  DeviceGuard guard(grad_output_in.device());
+  const Device device = grad_output_in.device();
+  Tensor grad_input = empty(input_shape, dtype, device);
+  if (grad_input.numel() == 0) return grad_input;
+  if (g.positions() == 0 || g.out_channels == 0) {
+    cuda::fill_(grad_input, 0.0);
+    return grad_input;
+  }
+  check_sizes(g, "conv2d_backward_input");
+  Tensor grad_output = contiguous(grad_output_in), weight = contiguous(weight_in);
+  const bool tf32 = allow_tf32();
+  CudnnLease cudnn = cudnn_handle(device.index);
+  ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_input");
+  const bool fma_only = dtype == DType::f32 && !tf32;
+  if (!plan.backward_data) {
+    int max_candidates = 0;
+    TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn.handle, &max_candidates));
+    plan.backward_data = choose_algorithm<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t>(
+        plan, fma_only, max_candidates,
+        [&](int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+          TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn.handle, plan.weight, plan.output,
+                                                                     plan.convolution, plan.input, requested,
+                                                                     returned, results));
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn.handle, plan.weight, plan.output,
+                                                              plan.convolution, plan.input, algorithm, bytes);
+        },
+        "conv2d_backward_input", g);
+  }
+  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_data->math));
+  Tensor scratch = workspace(plan.backward_data->workspace_bytes, device);
+  const Scalars scalars{.use_double = types.double_scalars};
+  TS_CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn.handle, scalars.alpha(), plan.weight, weight.data_ptr(),
+                                              plan.output, grad_output.data_ptr(), plan.convolution,
+                                              plan.backward_data->algorithm, data_or_null(scratch),
+                                              plan.backward_data->workspace_bytes, scalars.beta(), plan.input,
+                                              grad_input.data_ptr()));
+  return grad_input;
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_in, const Shape& weight_shape,
+                              const Conv2dOptions& options) {
+  check_conv_operands(grad_output_in, input_in, "conv2d_backward_weight");
+  check_cuda(grad_output_in, "conv2d_backward_weight");
+  ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
+  const DType dtype = input_in.dtype();
+  const ConvTypes types = conv_types(dtype, "conv2d_backward_weight");
+  DeviceGuard guard(input_in.device());
+  const Device device = input_in.device();
+  Tensor grad_weight = empty(weight_shape, dtype, device);
+  if (grad_weight.numel() == 0) return grad_weight;
+  if (g.batch == 0 || g.positions() == 0) {
+    cuda::fill_(grad_weight, 0.0);
+    return grad_weight;
+  }
+  check_sizes(g, "conv2d_backward_weight");
+  Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
+  const bool tf32 = allow_tf32();
+  CudnnLease cudnn = cudnn_handle(device.index);
+  ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_weight");
+  const bool fma_only = dtype == DType::f32 && !tf32;
+  if (!plan.backward_filter) {
+    int max_candidates = 0;
+    TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn.handle, &max_candidates));
+    plan.backward_filter = choose_algorithm<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t>(
+        plan, fma_only, max_candidates,
+        [&](int requested, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+          TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn.handle, plan.input, plan.output,
+                                                                       plan.convolution, plan.weight, requested,
+                                                                       returned, results));
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn.handle, plan.input, plan.output,
+                                                                plan.convolution, plan.weight, algorithm, bytes);
+        },
+        "conv2d_backward_weight", g);
+  }
+  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_filter->math));
+  Tensor scratch = workspace(plan.backward_filter->workspace_bytes, device);
+  const Scalars scalars{.use_double = types.double_scalars};
+  TS_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(),
+                                                plan.output, grad_output.data_ptr(), plan.convolution,
+                                                plan.backward_filter->algorithm, data_or_null(scratch),
+                                                plan.backward_filter->workspace_bytes, scalars.beta(), plan.weight,
+                                                grad_weight.data_ptr()));
+  return grad_weight;
+}
+
+}  // namespace tessera::cuda
+
+#else  // no cuDNN: the convolutions say so
+
+namespace tessera::cuda {
+
+namespace {
+[[noreturn]] void needs_cudnn(const char* op) {
+  throw NotCompiledError(detail::concat(op, " on CUDA needs cuDNN, which this build of Tessera was configured without"));
+}
+}  // namespace
+
+Tensor conv2d(const Tensor&, const Tensor&, const Tensor&, const Conv2dOptions&) { needs_cudnn("conv2d"); }
+Tensor conv2d_backward_input(const Tensor&, const Tensor&, const Shape&, const Conv2dOptions&) {
+  needs_cudnn("conv2d_backward_input");
+}
+Tensor conv2d_backward_weight(const Tensor&, const Tensor&, const Shape&, const Conv2dOptions&) {
+  needs_cudnn("conv2d_backward_weight");
+}
+
+}  // namespace tessera::cuda
+
+#endif

@@ -1,0 +1,228 @@
+// Element-wise unary and binary kernels on CUDA, with broadcasting.
+//
+// The arithmetic mirrors cpu/elementwise.cpp expression for expression (the same NaN
+// rules for maximum/minimum, the same integer behaviour), so results differ from the
+// CPU's only by the last-bit differences of the device's exp/log/tanh/pow. The operation
+// is a kernel argument, not a template parameter: every thread of a launch takes the same
+// branch, and one kernel per dtype keeps the build small. bfloat16 computes in float.
+#include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/elementwise.cuh"
+#include "tessera/tensor/cuda/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
+
+namespace tessera::cuda {
+
+using namespace native;
+
+namespace {
+
+template <class C> __device__ __forceinline__ bool is_nan(C x) { return x != x; }
+
+__device__ __forceinline__ float math_exp(float x) { return expf(x); }
+__device__ __forceinline__ double math_exp(double x) { return exp(x); }
+__device__ __forceinline__ float math_log(float x) { return logf(x); }
+__device__ __forceinline__ double math_log(double x) { return log(x); }
+__device__ __forceinline__ float math_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double math_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float math_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double math_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float math_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double math_pow(double x, double y) { return pow(x, y); }
+
+template <class C>
+__device__ C apply_unary(UnaryOp op, C x) {
+  switch (op) {
+    case UnaryOp::neg: return static_cast<C>(-x);
+    case UnaryOp::abs:
+      if constexpr (std::is_unsigned_v<C>) return x; else return x < C(0) ? static_cast<C>(-x) : x;
+    case UnaryOp::sign:
+      if constexpr (std::is_unsigned_v<C>) return x > C(0) ? C(1) : C(0); else return static_cast<C>((x > C(0)) - (x < C(0)));
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (op) {
+      case UnaryOp::exp: return math_exp(x);
+      case UnaryOp::log: return math_log(x);
+      case UnaryOp::sqrt: return math_sqrt(x);
+      case UnaryOp::relu: return x > C(0) ? x : C(0);
+      case UnaryOp::sigmoid: return C(1) / (C(1) + math_exp(-x));
+      case UnaryOp::tanh: return math_tanh(x);
+      case UnaryOp::reciprocal: return C(1) / x;
+      default: break;
+    }
+  }
+  return x;
+}
+
+template <class C>
+__device__ C apply_arithmetic(BinaryOp op, C a, C b) {
+  switch (op) {
+    case BinaryOp::add: return static_cast<C>(a + b);
+    case BinaryOp::sub: return static_cast<C>(a - b);
+    case BinaryOp::mul: return static_cast<C>(a * b);
+    case BinaryOp::div: return static_cast<C>(a / b);
+    case BinaryOp::pow:
+      if constexpr (std::is_floating_point_v<C>) return math_pow(a, b); else return a;  // integers rejected on the host
+    case BinaryOp::maximum:
+      if constexpr (std::is_floating_point_v<C>) if (is_nan(a) || is_nan(b)) return a + b;
+      return a > b ? a : b;
+    case BinaryOp::minimum:
+      if constexpr (std::is_floating_point_v<C>) if (is_nan(a) || is_nan(b)) return a + b;
+      return a < b ? a : b;
+    default: return a;
+  }
+}
+
+template <class C>
+__device__ uint8_t apply_comparison(BinaryOp op, C a, C b) {
+  switch (op) {
+    case BinaryOp::eq: return a == b;
+    case BinaryOp::ne: return a != b;
+    case BinaryOp::lt: return a < b;
+    case BinaryOp::le: return a <= b;
+    case BinaryOp::gt: return a > b;
+    case BinaryOp::ge: return a >= b;
+    default: return 0;
+  }
+}
+
+template <class T>
+struct UnaryFunctor {
+  UnaryOp op;
+  __device__ T operator()(T x) const { return store<T>(apply_unary(op, load(x))); }
+};
+
+template <class T>
+struct ArithmeticFunctor {
+  BinaryOp op;
+  __device__ T operator()(T a, T b) const { return store<T>(apply_arithmetic(op, load(a), load(b))); }
+};
+
+template <class T>
+struct ComparisonFunctor {
+  BinaryOp op;
+  __device__ uint8_t operator()(T a, T b) const { return apply_comparison(op, load(a), load(b)); }
+};
+
+template <class T>
+struct AddScaledFunctor {
+  Compute<T> scale;
+  __device__ T operator()(T a, T b) const { return store<T>(static_cast<Compute<T>>(load(a) + scale * load(b))); }
+};
+
+template <class T>
+struct ReluBackwardFunctor {
+  __device__ T operator()(T grad, T input) const { return load(input) > Compute<T>(0) ? grad : store<T>(0); }
+};
+
+// out = cond ? a : b over four broadcast operands (strided or dense, never vectorised).
+template <class T>
+struct WhereBody {
+  T* out;
+  const uint8_t* cond;
+  const T* a;
+  const T* b;
+
+  __device__ void element(int64_t i) const { out[i] = cond[i] ? a[i] : b[i]; }
+  __device__ void vector(int64_t v) const {
+    for (int j = 0; j < kVectorWidth; ++j) element(v * kVectorWidth + j);
+  }
+  __device__ void strided(const int64_t (&o)[4]) const { out[o[0]] = cond[o[1]] ? a[o[2]] : b[o[3]]; }
+};
+
+void check_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_binary_operands(op, a, b);
+  check_cuda(a, op_name(op));
+}
+
+}  // namespace
+
+Tensor unary(UnaryOp op, const Tensor& self) {
+  check_defined(self, op_name(op));
+  check_cuda(self, op_name(op));
+  check_unary_dtype(op, self);
+  DeviceGuard guard(self.device());
+  Tensor out = empty(self.sizes(), self.dtype(), self.device());
+  device_dispatch_all(self.dtype(), [&]<class T>() { map_into<T, T>(out, self, UnaryFunctor<T>{op}); });
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_binary(op, a, b);
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
+  DeviceGuard guard(a.device());
+  Tensor out = empty(shape, is_comparison(op) ? DType::u8 : a.dtype(), a.device());
+  device_dispatch_all(a.dtype(), [&]<class T>() {
+    if (is_comparison(op)) {
+      zip_into<uint8_t, T, T>(out, a, b, ComparisonFunctor<T>{op});
+    } else {
+      zip_into<T, T, T>(out, a, b, ArithmeticFunctor<T>{op});
+    }
+  });
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, double b) {
+  check_defined(a, op_name(op));
+  check_cuda(a, op_name(op));
+  return cuda::binary(op, a, full({}, b, a.dtype(), a.device()));
+}
+
+Tensor binary(BinaryOp op, double a, const Tensor& b) {
+  check_defined(b, op_name(op));
+  check_cuda(b, op_name(op));
+  return cuda::binary(op, full({}, a, b.dtype(), b.device()), b);
+}
+
+void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
+  check_binary(op, a, b);
+  TS_CHECK(!is_comparison(op), ValueError, op_name(op), "_: comparisons have no in-place form");
+  check_in_place_shape(a, b, op_name(op));
+  DeviceGuard guard(a.device());
+  device_dispatch_all(a.dtype(), [&]<class T>() { zip_into<T, T, T>(a, a, b, ArithmeticFunctor<T>{op}); });
+}
+
+void binary_(BinaryOp op, Tensor& a, double b) {
+  check_defined(a, op_name(op));
+  check_cuda(a, op_name(op));
+  cuda::binary_(op, a, full({}, b, a.dtype(), a.device()));
+}
+
+void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
+  check_binary(BinaryOp::add, self, other);
+  check_in_place_shape(self, other, "add");
+  DeviceGuard guard(self.device());
+  device_dispatch_all(self.dtype(), [&]<class T>() {
+    // As on the CPU, alpha is first rounded to the element type (an integer tensor adds int(alpha) * y).
+    const Compute<T> scale = static_cast<Compute<T>>(alpha);
+    zip_into<T, T, T>(self, self, other, AddScaledFunctor<T>{scale});
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Shape shape = where_shape(cond, a, b);
+  check_cuda(a, "where");
+  DeviceGuard guard(a.device());
+  Tensor out = empty(shape, a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  device_dispatch_all(a.dtype(), [&]<class T>() {
+    WhereBody<T> body{static_cast<T*>(out.data_ptr()), static_cast<const uint8_t*>(cond.data_ptr()),
+                      static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr())};
+    StridedLayout<4> layout = make_layout<4>(shape, {&out, &cond, &a, &b});
+    launch_elementwise(out.numel(), layout, false, body, stream_of(out));
+  });
+  return out;
+}
+
+Tensor relu_backward(const Tensor& grad, const Tensor& input) {
+  check_relu_backward_operands(grad, input);
+  check_cuda(grad, "relu_backward");
+  DeviceGuard guard(grad.device());
+  Tensor out = empty(grad.sizes(), grad.dtype(), grad.device());
+  device_dispatch_floating_bf16(grad.dtype(), "relu_backward", [&]<class T>() {
+    zip_into<T, T, T>(out, grad, input, ReluBackwardFunctor<T>{});
+  });
+  return out;
+}
+
+}  // namespace tessera::cuda

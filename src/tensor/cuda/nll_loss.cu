@@ -1,0 +1,145 @@
+// The negative log-likelihood loss on CUDA.
+//
+// Forward: one block walks the rows (a batch has thousands of rows at most), each thread
+// accumulating its rows' terms and weights in double, then the block sums them in a
+// fixed order, so the result is reproducible and as precise as the CPU's. A target
+// outside [0, classes) (other than ignore_index) cannot throw on the device: the kernel
+// records the first such row and the host, after waiting for it, throws the CPU's
+// IndexError. That wait is one small device-to-host copy per forward call.
+// Backward: one thread per row writes its one non-zero gradient; rows the forward would
+// have rejected are skipped, never written out of bounds.
+#include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/device_types.cuh"
+#include "tessera/tensor/cuda/launch.cuh"
+#include "tessera/tensor/cuda/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
+
+namespace tessera::cuda {
+
+using namespace native;
+
+namespace {
+
+__device__ double block_sum(double value, double* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int step = kThreads / 2; step > 0; step >>= 1) {
+    if (threadIdx.x < step) shared[threadIdx.x] += shared[threadIdx.x + step];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+// Launched with one block of kThreads threads. first_bad_row starts at `rows`.
+template <class T>
+__global__ void nll_loss_kernel(const T* log_probs, const int64_t* target, const T* weight, int64_t rows,
+                                int64_t classes, int64_t ignore_index, Reduction reduction, T* loss,
+                                T* total_weight, unsigned long long* first_bad_row) {
+  __shared__ double shared[kThreads];
+  double total = 0, weight_sum = 0;
+  for (int64_t n = threadIdx.x; n < rows; n += blockDim.x) {
+    const int64_t cls = target[n];
+    double term = 0, row_weight = 0;
+    if (cls != ignore_index) {
+      if (cls < 0 || cls >= classes) {
+        atomicMin(first_bad_row, static_cast<unsigned long long>(n));
+      } else {
+        row_weight = weight != nullptr ? static_cast<double>(weight[cls]) : 1.0;
+        term = -static_cast<double>(log_probs[n * classes + cls]) * row_weight;
+      }
+    }
+    if (reduction == Reduction::none) loss[n] = static_cast<T>(term);
+    total += term;
+    weight_sum += row_weight;
+  }
+  total = block_sum(total, shared);
+  weight_sum = block_sum(weight_sum, shared);
+  if (threadIdx.x == 0) {
+    total_weight[0] = static_cast<T>(weight_sum);
+    if (reduction == Reduction::sum) loss[0] = static_cast<T>(total);
+    if (reduction == Reduction::mean) loss[0] = static_cast<T>(total / weight_sum);
+  }
+}
+
+template <class T>
+__global__ void nll_loss_backward_kernel(const T* grad_output, const int64_t* target, const T* weight,
+                                         const T* total_weight, int64_t rows, int64_t classes, int64_t ignore_index,
+                                         Reduction reduction, T* grad_input) {
+  for (int64_t n = thread_index(); n < rows; n += thread_count()) {
+    const int64_t cls = target[n];
+    if (cls == ignore_index || cls < 0 || cls >= classes) continue;
+    const T scale = reduction == Reduction::mean ? grad_output[0] / total_weight[0] : grad_output[0];
+    const T row_scale = reduction == Reduction::none ? grad_output[n] : scale;
+    grad_input[n * classes + cls] = -(weight != nullptr ? weight[cls] : T(1)) * row_scale;
+  }
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Tensor& weight_in,
+                                    Reduction reduction, int64_t ignore_index) {
+  check_nll_operands(log_probs_in, target_in, weight_in);
+  check_cuda(log_probs_in, "nll_loss");
+  DeviceGuard guard(log_probs_in.device());
+  const Device device = log_probs_in.device();
+  Tensor log_probs = contiguous(log_probs_in), target = contiguous(target_in);
+  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+  Tensor loss = reduction == Reduction::none ? empty({rows}, log_probs.dtype(), device)
+                                             : empty({}, log_probs.dtype(), device);
+  Tensor total_weight = empty({}, log_probs.dtype(), device);
+  Tensor first_bad_row = full({}, static_cast<double>(rows), DType::i64, device);
+  device_dispatch_floating(log_probs.dtype(), "nll_loss", [&]<class T>() {
+    nll_loss_kernel<T><<<1, kThreads, 0, compute_stream(device.index)>>>(
+        static_cast<const T*>(log_probs.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+        weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr, rows, classes, ignore_index,
+        reduction, static_cast<T*>(loss.data_ptr()), static_cast<T*>(total_weight.data_ptr()),
+        static_cast<unsigned long long*>(first_bad_row.data_ptr()));
+    TS_CUDA_CHECK_LAUNCH("nll_loss_kernel");
+  });
+  const int64_t bad_row = first_bad_row.item<int64_t>();  // waits for the kernel
+  if (bad_row < rows) {
+    const int64_t cls = target.select(0, bad_row).item<int64_t>();
+    throw IndexError(detail::concat("nll_loss: target ", cls, " at position ", bad_row, " is out of range for ",
+                                    classes, " classes"));
+  }
+  return {loss, total_weight};
+}
+
+Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, const Tensor& target_in,
+                         const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
+                         const Tensor& total_weight_in) {
+  check_nll_operands(log_probs, target_in, weight_in);
+  check_cuda(log_probs, "nll_loss_backward");
+  check_defined(grad_output_in, "nll_loss_backward", "gradient");
+  check_defined(total_weight_in, "nll_loss_backward", "total weight");
+  check_same_device(log_probs, grad_output_in, "nll_loss_backward");
+  check_same_device(log_probs, total_weight_in, "nll_loss_backward");
+  check_same_dtype(log_probs, grad_output_in, "nll_loss_backward");
+  check_same_dtype(log_probs, total_weight_in, "nll_loss_backward");
+  DeviceGuard guard(log_probs.device());
+  const Device device = log_probs.device();
+  Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
+  Tensor total_weight = contiguous(total_weight_in);
+  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+  TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? rows : 1), ShapeError,
+           "nll_loss_backward: gradient of shape ", shape_str(grad_output.sizes()), " does not match ", rows,
+           " rows with this reduction");
+  Tensor grad_input = empty(log_probs.sizes(), log_probs.dtype(), device);
+  device_dispatch_floating(log_probs.dtype(), "nll_loss_backward", [&]<class T>() {
+    cuda::fill_(grad_input, 0.0);
+    if (rows == 0) return;
+    nll_loss_backward_kernel<T><<<blocks_for(rows), kThreads, 0, compute_stream(device.index)>>>(
+        static_cast<const T*>(grad_output.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+        weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr,
+        static_cast<const T*>(total_weight.data_ptr()), rows, classes, ignore_index, reduction,
+        static_cast<T*>(grad_input.data_ptr()));
+    TS_CUDA_CHECK_LAUNCH("nll_loss_backward_kernel");
+  });
+  return grad_input;
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,323 @@
+// Operand checks and output geometry shared by every backend's kernels (cpu/, cuda/).
+//
+// An op's shape logic lives here once; a backend adds only its device check and the
+// arithmetic (Caffe's cuDNN layers override only the device-specific parts the same way).
+// Every check throws with the op's name and the shapes or dtypes involved.
+#pragma once
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
+#include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::native {
+
+// ---- Element-wise ----
+
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+
+inline void check_binary_operands(BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_defined(a, op_name(op), "first operand");
+  check_defined(b, op_name(op), "second operand");
+  check_same_device(a, b, op_name(op));
+  check_same_dtype(a, b, op_name(op));
+  TS_CHECK(op != BinaryOp::pow || is_floating(a.dtype()), DTypeError, "pow: expected floating tensors, got ",
+           dtype_name(a.dtype()));
+}
+
+// Integer tensors have neg, abs and sign; the rest need a floating dtype.
+inline void check_unary_dtype(UnaryOp op, const Tensor& self) {
+  bool integer_ok = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign;
+  TS_CHECK(integer_ok || is_floating(self.dtype()), DTypeError, op_name(op), ": expected a floating tensor, got ",
+           dtype_name(self.dtype()));
+}
+
+// The shape `b` broadcasts into for an in-place `a op= b`; must be a's own shape.
+inline void check_in_place_shape(const Tensor& a, const Tensor& b, std::string_view op) {
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op);
+  TS_CHECK(shape == a.sizes(), ShapeError, op, "_: operand of shape ", shape_str(b.sizes()),
+           " does not broadcast to the in-place shape ", shape_str(a.sizes()));
+}
+
+inline Shape where_shape(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_binary_operands(BinaryOp::add, a, b);
+  check_same_device(cond, a, "where");
+  TS_CHECK(cond.dtype() == DType::u8, DTypeError, "where: condition must be uint8, got ", dtype_name(cond.dtype()));
+  return broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+}
+
+inline void check_relu_backward_operands(const Tensor& grad, const Tensor& input) {
+  check_binary_operands(BinaryOp::mul, grad, input);
+  TS_CHECK(grad.sizes() == input.sizes(), ShapeError, "relu_backward: gradient shape ", shape_str(grad.sizes()),
+           " differs from input shape ", shape_str(input.sizes()));
+}
+
+// ---- Reductions ----
+
+struct ReductionPlan {
+  std::vector<bool> reduced;  // per input dim
+  Shape out_shape;            // with keepdim applied
+  Shape kept_shape;           // kept dims only
+  int64_t outer = 1, inner = 1;
+};
+
+inline ReductionPlan plan_reduction(const Tensor& self, const Shape& dims, bool keepdim, std::string_view op) {
+  ReductionPlan plan;
+  plan.reduced.assign(self.dim(), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, self.dim(), op);
+    TS_CHECK(!plan.reduced[w] || dims.empty(), ValueError, op, ": dim ", w, " appears twice in ", shape_str(dims));
+    if (self.dim() > 0) plan.reduced[w] = true;
+  }
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    int64_t size = self.sizes()[d];
+    if (plan.reduced[d]) {
+      plan.inner *= size;
+      if (keepdim) plan.out_shape.push_back(1);
+    } else {
+      plan.outer *= size;
+      plan.out_shape.push_back(size);
+      plan.kept_shape.push_back(size);
+    }
+  }
+  return plan;
+}
+
+// `self` laid out as a contiguous [outer, inner] matrix (reduced dims inner).
+inline Tensor as_outer_inner(const Tensor& self, const ReductionPlan& plan) {
+  Shape order;
+  for (int64_t d = 0; d < self.dim(); ++d) if (!plan.reduced[d]) order.push_back(d);
+  for (int64_t d = 0; d < self.dim(); ++d) if (plan.reduced[d]) order.push_back(d);
+  return contiguous(permute(self, order));
+}
+
+// ---- Matrix products ----
+
+inline void check_matmul_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "first operand");
+  check_defined(b, op, "second operand");
+  check_same_device(a, b, op);
+  check_same_dtype(a, b, op);
+  TS_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, op, ": both operands need at least one dimension, got ",
+           shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+}
+
+// torch.matmul's shapes: vectors promoted to matrices, batch dims broadcast. The backend
+// multiplies a3[i] (m x k) by b3[i] (k x n) into out3[i] for each of `batches`, then
+// result() drops the dims the promotion added.
+struct MatmulPlan {
+  Tensor a3, b3;     // operands expanded to [batch..., m, k] and [batch..., k, n]
+  Tensor out;        // [batch..., m, n], allocated
+  int64_t batches = 1, m = 0, k = 0, n = 0;
+  bool a_vector = false, b_vector = false;
+
+  Tensor result() const {
+    if (a_vector && b_vector) return view(out, {});
+    if (a_vector) return squeeze(out, -2);
+    if (b_vector) return squeeze(out, -1);
+    return out;
+  }
+};
+
+inline MatmulPlan plan_matmul(const Tensor& a_in, const Tensor& b_in) {
+  check_matmul_operands(a_in, b_in, "matmul");
+  MatmulPlan plan;
+  plan.a_vector = a_in.dim() == 1;
+  plan.b_vector = b_in.dim() == 1;
+  Tensor a = plan.a_vector ? unsqueeze(a_in, 0) : a_in;
+  Tensor b = plan.b_vector ? unsqueeze(b_in, 1) : b_in;
+  plan.m = a.size(-2);
+  plan.k = a.size(-1);
+  plan.n = b.size(-1);
+  TS_CHECK(b.size(-2) == plan.k, ShapeError, "matmul: shapes ", shape_str(a_in.sizes()), " and ",
+           shape_str(b_in.sizes()), " cannot be multiplied (", plan.k, " != ", b.size(-2), ")");
+  Shape batch_a(a.sizes().begin(), a.sizes().end() - 2), batch_b(b.sizes().begin(), b.sizes().end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  Shape out_shape = batch, a_shape = batch, b_shape = batch;
+  out_shape.insert(out_shape.end(), {plan.m, plan.n});
+  a_shape.insert(a_shape.end(), {plan.m, plan.k});
+  b_shape.insert(b_shape.end(), {plan.k, plan.n});
+  plan.out = empty(out_shape, a.dtype(), a.device());
+  plan.a3 = expand(a, a_shape);
+  plan.b3 = expand(b, b_shape);
+  plan.batches = shape_numel(batch);
+  return plan;
+}
+
+// Checks linear's operands; returns the output shape (x's with the last dim out_features).
+inline Shape linear_shape(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_matmul_operands(x, weight, "linear");
+  TS_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D [out_features, in_features], got ",
+           shape_str(weight.sizes()));
+  const int64_t in_features = weight.size(1), out_features = weight.size(0);
+  TS_CHECK(x.size(-1) == in_features, ShapeError, "linear: input of shape ", shape_str(x.sizes()),
+           " does not match weight of shape ", shape_str(weight.sizes()), " (", x.size(-1), " != ", in_features, ")");
+  if (bias.defined()) {
+    check_same_dtype(x, bias, "linear");
+    check_same_device(x, bias, "linear");
+    TS_CHECK(bias.dim() == 1 && bias.size(0) == out_features, ShapeError, "linear: bias of shape ",
+             shape_str(bias.sizes()), " does not match weight of shape ", shape_str(weight.sizes()));
+  }
+  Shape out_shape = x.sizes();
+  out_shape.back() = out_features;
+  return out_shape;
+}
+
+// ---- Convolution ----
+
+struct ConvGeometry {
+  int64_t batch, channels, height, width;
+  int64_t out_channels, kernel_h, kernel_w;
+  int64_t out_h, out_w;
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int64_t patch() const { return channels * kernel_h * kernel_w; }
+  int64_t positions() const { return out_h * out_w; }
+};
+
+inline ConvGeometry conv_geometry(const Shape& input, const Shape& weight, const Conv2dOptions& o) {
+  TS_CHECK(input.size() == 4, ShapeError, "conv2d: expected a 4-D input [N, C, H, W], got ", shape_str(input));
+  TS_CHECK(weight.size() == 4, ShapeError, "conv2d: expected a 4-D weight [O, C, kh, kw], got ", shape_str(weight));
+  TS_CHECK(input[1] == weight[1], ShapeError, "conv2d: input of shape ", shape_str(input), " has ", input[1],
+           " channels but weight of shape ", shape_str(weight), " expects ", weight[1]);
+  for (int i = 0; i < 2; ++i) {
+    TS_CHECK(o.stride[i] > 0 && o.dilation[i] > 0 && o.padding[i] >= 0, ValueError,
+             "conv2d: stride and dilation must be positive and padding non-negative");
+  }
+  ConvGeometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], 0, 0,
+                 o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0], o.dilation[1]};
+  g.out_h = (g.height + 2 * g.pad_h - g.dil_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
+  g.out_w = (g.width + 2 * g.pad_w - g.dil_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;
+  TS_CHECK(g.out_h > 0 && g.out_w > 0, ShapeError, "conv2d: input of shape ", shape_str(input),
+           " is too small for a kernel of shape ", shape_str(weight), " with this padding and dilation");
+  return g;
+}
+
+inline void check_conv_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "first operand");
+  check_defined(b, op, "second operand");
+  check_same_device(a, b, op);
+  check_same_dtype(a, b, op);
+}
+
+inline void check_conv_bias(const Tensor& input, const Tensor& bias, const ConvGeometry& g) {
+  if (!bias.defined()) return;
+  check_same_dtype(input, bias, "conv2d");
+  check_same_device(input, bias, "conv2d");
+  TS_CHECK(bias.dim() == 1 && bias.size(0) == g.out_channels, ShapeError, "conv2d: bias of shape ",
+           shape_str(bias.sizes()), " does not match ", g.out_channels, " output channels");
+}
+
+// ---- Pooling ----
+
+struct PoolGeometry {
+  int64_t planes, height, width, out_h, out_w;
+};
+
+inline PoolGeometry max_pool2d_geometry(const Tensor& input, const MaxPool2dOptions& o) {
+  TS_CHECK(input.dim() == 4, ShapeError, "max_pool2d: expected a 4-D input [N, C, H, W], got ",
+           shape_str(input.sizes()));
+  for (int i = 0; i < 2; ++i) {
+    TS_CHECK(o.kernel[i] > 0 && o.stride[i] > 0, ValueError, "max_pool2d: kernel and stride must be positive");
+    TS_CHECK(o.padding[i] >= 0 && o.padding[i] * 2 <= o.kernel[i], ValueError,
+             "max_pool2d: padding must be at most half the kernel size, got padding ", o.padding[i],
+             " for kernel ", o.kernel[i]);
+  }
+  PoolGeometry g{input.size(0) * input.size(1), input.size(2), input.size(3), 0, 0};
+  g.out_h = (g.height + 2 * o.padding[0] - o.kernel[0]) / o.stride[0] + 1;
+  g.out_w = (g.width + 2 * o.padding[1] - o.kernel[1]) / o.stride[1] + 1;
+  TS_CHECK(g.out_h > 0 && g.out_w > 0, ShapeError, "max_pool2d: input of shape ", shape_str(input.sizes()),
+           " is smaller than the kernel");
+  return g;
+}
+
+inline void check_max_pool2d_backward_operands(const Tensor& grad_output, const Tensor& indices,
+                                               const Shape& input_shape) {
+  check_defined(grad_output, "max_pool2d_backward");
+  check_defined(indices, "max_pool2d_backward", "indices");
+  check_same_device(grad_output, indices, "max_pool2d_backward");
+  TS_CHECK(grad_output.sizes() == indices.sizes(), ShapeError, "max_pool2d_backward: gradient of shape ",
+           shape_str(grad_output.sizes()), " does not match indices of shape ", shape_str(indices.sizes()));
+  TS_CHECK(indices.dtype() == DType::i64, DTypeError, "max_pool2d_backward: indices must be int64, got ",
+           dtype_name(indices.dtype()));
+  TS_CHECK(input_shape.size() == 4 && grad_output.dim() == 4 && input_shape[0] == grad_output.size(0) &&
+               input_shape[1] == grad_output.size(1),
+           ShapeError, "max_pool2d_backward: gradient of shape ", shape_str(grad_output.sizes()),
+           " does not belong to an input of shape ", shape_str(input_shape));
+}
+
+// ---- Softmax and losses ----
+
+// The softmax dim addressed as [outer, size, inner]: element (o, d, i) sits at
+// (o * size + d) * inner + i of the contiguous tensor.
+struct SoftmaxLayout {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+inline SoftmaxLayout softmax_layout(const Tensor& self, int64_t dim, const char* op) {
+  SoftmaxLayout layout;
+  if (self.dim() == 0) return layout;
+  int64_t d = wrap_dim(dim, self.dim(), op);
+  for (int64_t i = 0; i < d; ++i) layout.outer *= self.size(i);
+  layout.size = self.size(d);
+  for (int64_t i = d + 1; i < self.dim(); ++i) layout.inner *= self.size(i);
+  return layout;
+}
+
+inline void check_softmax_backward_operands(const Tensor& grad, const Tensor& output, const char* op) {
+  check_defined(grad, op);
+  check_defined(output, op, "output");
+  check_same_device(grad, output, op);
+  check_same_dtype(grad, output, op);
+  TS_CHECK(grad.sizes() == output.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad.sizes()),
+           " does not match output of shape ", shape_str(output.sizes()));
+}
+
+inline void check_nll_operands(const Tensor& log_probs, const Tensor& target, const Tensor& weight) {
+  check_defined(log_probs, "nll_loss", "input");
+  check_defined(target, "nll_loss", "target");
+  check_same_device(log_probs, target, "nll_loss");
+  TS_CHECK(log_probs.dim() == 2, ShapeError, "nll_loss: expected input of shape [N, C], got ",
+           shape_str(log_probs.sizes()));
+  TS_CHECK(target.dtype() == DType::i64, DTypeError, "nll_loss: target must be int64, got ",
+           dtype_name(target.dtype()));
+  TS_CHECK(target.dim() == 1 && target.size(0) == log_probs.size(0), ShapeError, "nll_loss: target of shape ",
+           shape_str(target.sizes()), " does not match input of shape ", shape_str(log_probs.sizes()));
+  if (weight.defined()) {
+    check_same_dtype(log_probs, weight, "nll_loss");
+    check_same_device(log_probs, weight, "nll_loss");
+    TS_CHECK(weight.dim() == 1 && weight.size(0) == log_probs.size(1), ShapeError, "nll_loss: weight of shape ",
+             shape_str(weight.sizes()), " does not match ", log_probs.size(1), " classes");
+  }
+}
+
+// ---- Dropout ----
+
+inline void check_dropout_probability(double p) {
+  TS_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got ", p);
+}
+
+// Dropout reads its input as [rows, cols]: rows are samples (dim 0), cols the rest.
+struct DropoutLayout {
+  int64_t rows = 1, cols = 0;
+};
+
+inline DropoutLayout dropout_layout(const Tensor& input) {
+  DropoutLayout layout;
+  layout.rows = input.dim() == 0 ? 1 : input.size(0);
+  layout.cols = layout.rows == 0 ? 0 : input.numel() / layout.rows;
+  return layout;
+}
+
+inline void check_dropout_backward_operands(const Tensor& grad_output, const Tensor& mask) {
+  check_defined(grad_output, "dropout_backward");
+  check_defined(mask, "dropout_backward", "mask");
+  check_same_device(grad_output, mask, "dropout_backward");
+  TS_CHECK(mask.dtype() == DType::u8, DTypeError, "dropout_backward: mask must be uint8, got ",
+           dtype_name(mask.dtype()));
+  TS_CHECK(grad_output.sizes() == mask.sizes(), ShapeError, "dropout_backward: gradient of shape ",
+           shape_str(grad_output.sizes()), " does not match mask of shape ", shape_str(mask.sizes()));
+}
+
+}  // namespace tessera::native

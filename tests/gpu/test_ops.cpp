@@ -1,0 +1,503 @@
+// One table of op cases (as ggml's test-backend-ops): each runs on the CPU and on the
+// device with the same random inputs, forward and backward through autograd, and the
+// device's outputs and input gradients must match the CPU's by normalised error within
+// the tolerance of the dtype (gpu_test.cpp says why each). bfloat16 cases compare with
+// float32 on the CPU, fed the same bfloat16-rounded inputs.
+//
+// The table reaches every native kernel and every backward node the library records;
+// the last test checks the nodes, so a new differentiable op cannot skip its row.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <regex>
+#include <set>
+#include <tessera/tensor/native.h>
+
+#include "gpu_test.h"
+
+namespace ts = tessera;
+namespace native = tessera::native;
+using ts::DType;
+using ts::Shape;
+using ts::Tensor;
+using TensorList = std::vector<Tensor>;
+
+namespace {
+
+constexpr DType f32 = DType::f32, f64 = DType::f64, bf16 = DType::bf16, i64 = DType::i64, u8 = DType::u8;
+
+// A CPU leaf of `dtype` with values uniform in [low, high) (integers in [low, high) for
+// integer dtypes). Floating leaves require grad. `transposed` makes it non-contiguous.
+Tensor uniform(const Shape& shape, uint64_t seed, DType dtype, double low = -1, double high = 1,
+               bool transposed = false) {
+  ts::Generator gen(seed);
+  Shape drawn = shape;
+  if (transposed) std::swap(drawn[drawn.size() - 1], drawn[drawn.size() - 2]);
+  Tensor t;
+  if (ts::is_floating(dtype)) {
+    t = (ts::rand(drawn, gen, {.dtype = DType::f64}) * (high - low) + low).to(dtype);
+  } else {
+    t = ts::randint(static_cast<int64_t>(low), static_cast<int64_t>(high), drawn, gen).to(dtype);
+  }
+  if (transposed) t = t.transpose(-1, -2);
+  t = t.detach();
+  if (ts::is_floating(dtype)) t.requires_grad_();
+  return t;
+}
+
+// Values with |x| >= 0.1 (for relu, abs, sign: no ties at the kink).
+Tensor away_from_zero(const Shape& shape, uint64_t seed, DType dtype, bool transposed = false) {
+  Tensor magnitude = uniform(shape, seed, dtype, 0.1, 1.0, transposed).detach();
+  Tensor sign = uniform(shape, seed + 1000, dtype, -1, 1, transposed).detach();
+  return ts::where(sign > ts::zeros({}, {.dtype = dtype}), magnitude, -magnitude).detach().requires_grad_();
+}
+
+// Small integers stored as `dtype`, not requiring grad: equal values occur often.
+Tensor small_integers(const Shape& shape, uint64_t seed, DType dtype, int64_t low = -3, int64_t high = 4) {
+  ts::Generator gen(seed);
+  return ts::randint(low, high, shape, gen).to(dtype).detach();
+}
+
+Tensor labels(const std::vector<int64_t>& values) { return ts::tensor<int64_t>(values); }
+
+Tensor constant(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  return ts::tensor<double>(values, shape).to(dtype).detach();
+}
+
+// Rows with ties and NaNs at known places, for max/argmax/max_pool2d's choice rules:
+// row 0 has its maximum twice, row 1 two NaNs, row 2 is all equal.
+Tensor ties_and_nans(int64_t width, DType dtype) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> values(static_cast<size_t>(3 * width), 0.0);
+  for (int64_t i = 0; i < width; ++i) values[i] = static_cast<double>(i % 7) - 3.0;
+  values[width / 3] = 9.0;
+  values[2 * width / 3] = 9.0;
+  for (int64_t i = 0; i < width; ++i) values[width + i] = static_cast<double>(i % 5);
+  values[width + width / 2] = nan;
+  values[width + width - 1] = nan;
+  for (int64_t i = 0; i < width; ++i) values[2 * width + i] = -2.0;
+  return constant(values, {3, width}, dtype);
+}
+
+using Inputs = std::function<TensorList(DType)>;
+using Op = std::function<TensorList(const TensorList&)>;
+
+struct OpCase {
+  std::string name;
+  std::vector<DType> dtypes;
+  Inputs inputs;  // CPU tensors in the given dtype (float32 for bfloat16 cases)
+  Op f;           // outputs; the first one is differentiated when it requires grad
+  // Multiplies the dtype's tolerance. Convolutions get kWinograd: cuDNN may pick
+  // Winograd or FFT algorithms, whose rounding error is several times a direct sum's.
+  double tolerance_scale = 1.0;
+};
+
+constexpr double kWinograd = 5.0;
+
+TensorList one(const Tensor& t) { return {t}; }
+
+std::vector<OpCase> op_cases() {
+  using L = const TensorList&;
+  const std::vector<DType> floats = {f32, f64};
+  std::vector<OpCase> cases = {
+      // ---- Element-wise, broadcasting, strided operands ----
+      {"add broadcast", floats, [](DType d) { return TensorList{uniform({2, 3}, 1, d), uniform({3}, 2, d)}; },
+       [](L x) { return one(x[0] + x[1]); }},
+      {"sub broadcast column, transposed", floats,
+       [](DType d) { return TensorList{uniform({3, 1}, 3, d), uniform({3, 4}, 4, d, -1, 1, true)}; },
+       [](L x) { return one(x[0] - x[1]); }},
+      {"mul non-contiguous", floats,
+       [](DType d) { return TensorList{uniform({3, 4}, 5, d, -1, 1, true), uniform({4}, 6, d)}; },
+       [](L x) { return one(x[0] * x[1]); }},
+      {"div", floats, [](DType d) { return TensorList{uniform({2, 3}, 7, d), uniform({2, 1}, 8, d, 0.5, 2)}; },
+       [](L x) { return one(x[0] / x[1]); }},
+      {"pow tensor", floats, [](DType d) { return TensorList{uniform({4}, 9, d, 0.5, 2), uniform({4}, 10, d)}; },
+       [](L x) { return one(ts::pow(x[0], x[1])); }},
+      {"pow scalar", floats, [](DType d) { return TensorList{uniform({2, 3}, 11, d, 0.5, 2, true)}; },
+       [](L x) { return one(x[0].pow(2.5)); }},
+      {"maximum", floats, [](DType d) { return TensorList{uniform({3, 3}, 12, d), uniform({3}, 13, d)}; },
+       [](L x) { return one(ts::maximum(x[0], x[1])); }},
+      {"minimum", floats, [](DType d) { return TensorList{uniform({3, 3}, 14, d), uniform({3, 1}, 15, d)}; },
+       [](L x) { return one(ts::minimum(x[0], x[1])); }},
+      {"neg", floats, [](DType d) { return TensorList{uniform({5}, 16, d)}; }, [](L x) { return one(-x[0]); }},
+      {"abs", floats, [](DType d) { return TensorList{away_from_zero({2, 4}, 17, d, true)}; },
+       [](L x) { return one(x[0].abs()); }},
+      {"exp", floats, [](DType d) { return TensorList{uniform({2, 3}, 18, d)}; }, [](L x) { return one(x[0].exp()); }},
+      {"log", floats, [](DType d) { return TensorList{uniform({2, 3}, 19, d, 0.5, 3)}; },
+       [](L x) { return one(x[0].log()); }},
+      {"sqrt", floats, [](DType d) { return TensorList{uniform({2, 3}, 20, d, 0.5, 3, true)}; },
+       [](L x) { return one(x[0].sqrt()); }},
+      {"relu", floats, [](DType d) { return TensorList{away_from_zero({3, 4}, 21, d)}; },
+       [](L x) { return one(ts::relu(x[0])); }},
+      {"sigmoid", floats, [](DType d) { return TensorList{uniform({6}, 22, d, -3, 3)}; },
+       [](L x) { return one(ts::sigmoid(x[0])); }},
+      {"tanh", floats, [](DType d) { return TensorList{uniform({6}, 23, d, -2, 2)}; },
+       [](L x) { return one(ts::tanh(x[0])); }},
+      {"sign and reciprocal (native)", floats, [](DType d) { return TensorList{away_from_zero({7}, 24, d)}; },
+       [](L x) {
+         return TensorList{native::unary(native::UnaryOp::sign, x[0].detach()),
+                           native::unary(native::UnaryOp::reciprocal, x[0].detach())};
+       }},
+      {"where", floats, [](DType d) { return TensorList{uniform({2, 3}, 25, d), uniform({3}, 26, d)}; },
+       [](L x) { return one(ts::where(ts::tensor<uint8_t>({1, 0, 1, 0, 0, 1}, {2, 3}).to(x[0].device()), x[0], x[1])); }},
+      {"scalar forms", floats, [](DType d) { return TensorList{uniform({4}, 27, d, 0.5, 2)}; },
+       [](L x) { return one((x[0] + 1.5) * 2.0 - 0.5 + (3.0 / x[0]) + x[0] / 4.0 + (1.0 - x[0])); }},
+      {"comparisons", floats,
+       [](DType d) { return TensorList{small_integers({4, 5}, 28, d), small_integers({5}, 29, d)}; },
+       [](L x) {
+         return TensorList{ts::eq(x[0], x[1]), ts::ne(x[0], x[1]), ts::lt(x[0], x[1]),
+                           ts::le(x[0], x[1]), ts::gt(x[0], x[1]), ts::ge(x[0], x[1])};
+       }},
+      {"in-place updates", floats, [](DType d) { return TensorList{uniform({3, 4}, 30, d), uniform({4}, 31, d, 0.5, 2)}; },
+       [](L x) {
+         ts::NoGradGuard no_grad;
+         Tensor t = x[0].detach().clone();
+         t.add_(x[1]).mul_(2.0).sub_(x[1], 0.5).div_(x[1]).add_(0.25).div_(3.0).mul_(x[1]);
+         Tensor filled = x[0].detach().clone().fill_(1.5);
+         Tensor zeroed = x[0].detach().clone().zero_();
+         Tensor copied = ts::zeros({2, 3, 4}, {.dtype = x[0].dtype(), .device = x[0].device()});
+         copied.copy_(x[1]);  // broadcast
+         return TensorList{t, filled, zeroed, copied};
+       }},
+      {"large, vectorised with a tail", floats,
+       [](DType d) { return TensorList{uniform({1000003}, 32, d), uniform({1000003}, 33, d)}; },
+       [](L x) { return one(ts::sigmoid(x[0] * x[1] + x[0])); }},
+      {"misaligned views", floats, [](DType d) { return TensorList{uniform({4099}, 34, d), uniform({4099}, 35, d)}; },
+       [](L x) { return one(x[0].narrow(0, 1, 4097) * x[1].narrow(0, 2, 4097) - x[0].narrow(0, 0, 4097)); }},
+      {"integer arithmetic", {i64, u8},
+       [](DType d) {
+         return TensorList{small_integers({3, 4}, 36, d, 0, 10), small_integers({4}, 37, d, 0, 10)};
+       },
+       [](L x) {
+         return TensorList{x[0] + x[1], x[0] - x[1], x[0] * x[1], ts::maximum(x[0], x[1]), ts::minimum(x[0], x[1]),
+                           -x[0], x[0].abs(), native::unary(native::UnaryOp::sign, x[0]), ts::eq(x[0], x[1]),
+                           ts::lt(x[0], x[1]), x[0].sum(), x[0].sum({0}), ts::where(ts::gt(x[0], x[1]), x[0], x[1]),
+                           std::get<0>(x[0].max(1)), std::get<1>(x[0].max(1)), x[0].to(DType::f32)};
+       }},
+      {"integer in-place", {i64},
+       [](DType d) { return TensorList{small_integers({5, 3}, 38, d, 0, 9), small_integers({3}, 39, d, 1, 9)}; },
+       [](L x) {
+         Tensor t = x[0].clone();
+         t.add_(x[1], 2.0).mul_(x[1]).sub_(x[1]).add_(3.0);
+         return one(t);
+       }},
+      // ---- Reductions ----
+      {"sum all", floats, [](DType d) { return TensorList{uniform({2, 3}, 40, d, -1, 1, true)}; },
+       [](L x) { return one(x[0].sum()); }},
+      {"sum dims keepdim", floats, [](DType d) { return TensorList{uniform({2, 3, 4}, 41, d)}; },
+       [](L x) { return one(x[0].sum({0, 2}, true)); }},
+      {"sum long rows (split across blocks)", floats, [](DType d) { return TensorList{uniform({2, 100000}, 42, d)}; },
+       [](L x) { return one(x[0].sum({1})); }},
+      {"sum short rows (a thread per row)", floats, [](DType d) { return TensorList{uniform({5000, 3}, 43, d)}; },
+       [](L x) { return one(x[0].sum({1})); }},
+      {"sum leading dim", floats, [](DType d) { return TensorList{uniform({64, 50}, 44, d)}; },
+       [](L x) { return one(x[0].sum({0})); }},
+      {"mean dim", floats, [](DType d) { return TensorList{uniform({3, 4}, 45, d, -1, 1, true)}; },
+       [](L x) { return one(x[0].mean({1})); }},
+      {"amax", floats, [](DType d) { return TensorList{uniform({3, 5}, 46, d)}; },
+       [](L x) { return one(x[0].amax({1})); }},
+      {"max dim", floats, [](DType d) { return TensorList{uniform({4, 3}, 47, d, -1, 1, true)}; },
+       [](L x) {
+         auto [values, indices] = x[0].max(0);
+         return TensorList{values, indices, x[0].argmax(1), x[0].argmax()};
+       }},
+      {"max: ties and NaNs, short, block and split rows", floats,
+       [](DType d) { return TensorList{ties_and_nans(5, d), ties_and_nans(300, d), ties_and_nans(70000, d)}; },
+       [](L x) {
+         TensorList out;
+         for (const Tensor& t : x) {
+           auto [values, indices] = t.max(1);
+           out.insert(out.end(), {values, indices, t.amax({1})});
+         }
+         return out;
+       }},
+      {"empty tensors", floats, [](DType d) { return TensorList{uniform({0, 3}, 48, d)}; },
+       [](L x) { return TensorList{(x[0] + 1.0).sum({0}), x[0].sum({1}), x[0] * 2.0}; }},
+      // ---- Linear algebra ----
+      {"matmul 2-D", floats, [](DType d) { return TensorList{uniform({3, 4}, 50, d), uniform({4, 2}, 51, d, -1, 1, true)}; },
+       [](L x) { return one(ts::matmul(x[0], x[1])); }},
+      {"matmul batched broadcast", floats,
+       [](DType d) { return TensorList{uniform({2, 3, 4}, 52, d), uniform({4, 5}, 53, d)}; },
+       [](L x) { return one(ts::matmul(x[0], x[1])); }},
+      {"matmul broadcast batch dims (copied)", floats,
+       [](DType d) { return TensorList{uniform({2, 1, 3, 4}, 54, d), uniform({1, 5, 4, 2}, 55, d)}; },
+       [](L x) { return one(ts::matmul(x[0], x[1])); }},
+      {"matmul vectors", floats,
+       [](DType d) { return TensorList{uniform({4}, 56, d), uniform({4, 3}, 57, d), uniform({3}, 58, d)}; },
+       [](L x) { return one(ts::matmul(ts::matmul(x[0], x[1]), x[2])); }},
+      {"matmul transposed operands, larger", floats,
+       [](DType d) { return TensorList{uniform({300, 64}, 59, d), uniform({70, 300}, 60, d)}; },
+       [](L x) { return one(ts::matmul(x[0].t(), x[1].t())); }},
+      {"linear", floats,
+       [](DType d) { return TensorList{uniform({2, 3, 4}, 61, d), uniform({5, 4}, 62, d), uniform({5}, 63, d)}; },
+       [](L x) { return one(ts::linear(x[0], x[1], x[2])); }},
+      {"linear no bias, transposed weight", floats,
+       [](DType d) { return TensorList{uniform({3, 4}, 64, d), uniform({5, 4}, 65, d, -1, 1, true)}; },
+       [](L x) { return one(ts::linear(x[0], x[1])); }},
+      {"linear, MNIST-sized", floats,
+       [](DType d) { return TensorList{uniform({16, 1152}, 66, d), uniform({128, 1152}, 67, d, -0.03, 0.03), uniform({128}, 68, d)}; },
+       [](L x) { return one(ts::linear(x[0], x[1], x[2])); }},
+      // ---- Convolution and pooling ----
+      {"conv2d", floats,
+       [](DType d) { return TensorList{uniform({2, 3, 6, 5}, 70, d), uniform({4, 3, 3, 3}, 71, d), uniform({4}, 72, d)}; },
+       [](L x) { return one(ts::conv2d(x[0], x[1], x[2])); },
+       kWinograd},
+      {"conv2d stride padding dilation", floats,
+       [](DType d) { return TensorList{uniform({1, 2, 7, 7}, 73, d), uniform({3, 2, 3, 2}, 74, d)}; },
+       [](L x) { return one(ts::conv2d(x[0], x[1], {}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}})); },
+       kWinograd},
+      {"conv2d, MNIST-sized", floats,
+       [](DType d) { return TensorList{uniform({8, 32, 26, 26}, 75, d), uniform({64, 32, 3, 3}, 76, d, -0.06, 0.06), uniform({64}, 77, d)}; },
+       [](L x) { return one(ts::conv2d(x[0], x[1], x[2])); },
+       kWinograd},
+      {"max_pool2d", floats, [](DType d) { return TensorList{uniform({2, 2, 6, 6}, 78, d)}; },
+       [](L x) { return one(ts::max_pool2d(x[0], 2)); }},
+      {"max_pool2d stride padding", floats, [](DType d) { return TensorList{uniform({1, 2, 7, 5}, 79, d)}; },
+       [](L x) { return one(ts::max_pool2d(x[0], 3, ts::Size2(2), 1)); }},
+      {"max_pool2d overlapping windows", floats, [](DType d) { return TensorList{uniform({2, 3, 9, 8}, 80, d)}; },
+       [](L x) { return one(ts::max_pool2d(x[0], 3, ts::Size2(1))); }},
+      {"max_pool2d ties and NaNs (indices)", floats,
+       [](DType d) { return TensorList{ties_and_nans(16, d).view({1, 3, 4, 4})}; },
+       [](L x) {
+         auto [out, indices] = native::max_pool2d(x[0], {.kernel = 2, .stride = 2, .padding = 0});
+         auto [out_padded, indices_padded] = native::max_pool2d(x[0], {.kernel = 3, .stride = 1, .padding = 1});
+         return TensorList{out, indices, out_padded, indices_padded};
+       }},
+      // ---- Softmax family and losses ----
+      {"softmax", floats, [](DType d) { return TensorList{uniform({3, 5}, 81, d, -2, 2, true)}; },
+       [](L x) { return one(ts::softmax(x[0], 1)); }},
+      {"log_softmax dim 0", floats, [](DType d) { return TensorList{uniform({4, 3}, 82, d, -2, 2)}; },
+       [](L x) { return one(ts::log_softmax(x[0], 0)); }},
+      {"softmax middle dim", floats, [](DType d) { return TensorList{uniform({2, 5, 3}, 83, d, -2, 2)}; },
+       [](L x) { return one(ts::softmax(x[0], 1)); }},
+      {"log_softmax long rows", floats, [](DType d) { return TensorList{uniform({8, 1000}, 84, d, -5, 5)}; },
+       [](L x) { return one(ts::log_softmax(x[0], -1)); }},
+      {"nll_loss mean", floats, [](DType d) { return TensorList{uniform({4, 3}, 85, d)}; },
+       [](L x) { return one(ts::nll_loss(x[0], labels({0, 2, 1, 2}).to(x[0].device()))); }},
+      {"nll_loss weighted, ignore_index", floats, [](DType d) { return TensorList{uniform({4, 3}, 86, d)}; },
+       [](L x) {
+         Tensor weight = constant({0.2, 1.0, 3.0}, {3}, x[0].dtype()).to(x[0].device());
+         return one(ts::nll_loss(x[0], labels({0, 2, -100, 1}).to(x[0].device()), {.weight = weight}));
+       }},
+      {"nll_loss none", floats, [](DType d) { return TensorList{uniform({3, 4}, 87, d)}; },
+       [](L x) {
+         return one(ts::nll_loss(x[0], labels({3, 0, 1}).to(x[0].device()), {.weight = {}, .reduction = ts::Reduction::none}));
+       }},
+      {"nll_loss sum", floats, [](DType d) { return TensorList{uniform({3, 4}, 88, d)}; },
+       [](L x) {
+         return one(ts::nll_loss(x[0], labels({3, 0, 1}).to(x[0].device()), {.weight = {}, .reduction = ts::Reduction::sum}));
+       }},
+      {"cross_entropy, a batch of 64", floats, [](DType d) { return TensorList{uniform({64, 10}, 89, d, -3, 3)}; },
+       [](L x) {
+         std::vector<int64_t> targets(64);
+         for (int64_t i = 0; i < 64; ++i) targets[i] = (i * 7) % 10;
+         return one(ts::cross_entropy(x[0], labels(targets).to(x[0].device())));
+       }},
+      {"dropout", floats, [](DType d) { return TensorList{uniform({4, 6}, 90, d)}; },
+       [](L x) { return one(ts::dropout(x[0], 0.3, true, {.seed = 1, .stream = 2, .step = 3})); }},
+      {"dropout masks, many rows, offset rows", floats, [](DType d) { return TensorList{uniform({64, 1001}, 91, d)}; },
+       [](L x) {
+         auto [out, mask] = native::dropout(x[0].detach(), 0.5, {.seed = 7, .stream = 8, .step = (1ull << 33) + 5, .first_row = 1000});
+         auto [none_dropped, keep_all] = native::dropout(x[0].detach(), 0.0, {.seed = 7});
+         auto [all_dropped, keep_none] = native::dropout(x[0].detach(), 1.0, {.seed = 7});
+         return TensorList{out, mask, none_dropped, keep_all, all_dropped, keep_none};
+       }},
+      // ---- Views, copies, conversions, devices, joins ----
+      {"view reshape flatten", floats, [](DType d) { return TensorList{uniform({2, 3, 4}, 92, d)}; },
+       [](L x) { return one(x[0].view({6, 4}).reshape({4, 6}).flatten() * ts::arange(24, {.dtype = x[0].dtype(), .device = x[0].device()})); }},
+      {"reshape of non-contiguous", floats, [](DType d) { return TensorList{uniform({3, 4}, 93, d, -1, 1, true)}; },
+       [](L x) { return one(x[0].reshape({12}) * 3.0); }},
+      {"narrow select", floats, [](DType d) { return TensorList{uniform({4, 5}, 94, d)}; },
+       [](L x) { return one(x[0].narrow(1, 1, 3).select(0, 2) * 3.0 + x[0].select(1, -1).sum()); }},
+      {"transpose permute t", floats, [](DType d) { return TensorList{uniform({2, 3, 4}, 95, d)}; },
+       [](L x) { return one(x[0].permute({2, 0, 1}).transpose(0, 2).select(2, 1).t() * 2.0); }},
+      {"squeeze unsqueeze expand", floats, [](DType d) { return TensorList{uniform({3, 1}, 96, d)}; },
+       [](L x) { return one(x[0].squeeze(1).unsqueeze(0).expand({2, 3}) * x[0].expand({2, 3, 4}).sum({2}).squeeze()); }},
+      {"contiguous clone", floats, [](DType d) { return TensorList{uniform({3, 4}, 97, d, -1, 1, true)}; },
+       [](L x) { return one(x[0].contiguous().clone() * 2.0); }},
+      {"to dtype", floats, [](DType d) { return TensorList{uniform({3, 7}, 98, d)}; },
+       [](L x) {
+         Tensor other = x[0].to(x[0].dtype() == DType::f32 ? DType::f64 : DType::f32);
+         return TensorList{other.to(x[0].dtype()) * 2.0 + x[0], x[0].detach().to(DType::bf16), x[0].detach().to(DType::i64)};
+       }},
+      {"to another device and back", floats, [](DType d) { return TensorList{uniform({3, 4}, 99, d)}; },
+       [](L x) { return one((x[0].to(ts::Device::cpu()) * 3.0).to(x[0].device())); }},
+      {"cat stack", floats, [](DType d) { return TensorList{uniform({2, 3}, 100, d), uniform({1, 3}, 101, d)}; },
+       [](L x) { return one(ts::stack({ts::cat({x[0], x[1]}, 0), ts::cat({x[1], x[0]}, 0)}, 1) * 2.0); }},
+      // ---- bfloat16 where the CUDA backend has it ----
+      {"bfloat16 element-wise", {bf16},
+       [](DType d) { return TensorList{uniform({37, 41}, 110, d), uniform({41}, 111, d, 0.5, 2)}; },
+       [](L x) {
+         return TensorList{ts::relu(x[0] * x[1] + x[0]) + ts::sigmoid(x[0]) * ts::tanh(x[1]) - x[0].exp() / x[1],
+                           ts::maximum(x[0], x[1]), ts::lt(x[0], x[1])};
+       }},
+      {"bfloat16 sum", {bf16}, [](DType d) { return TensorList{uniform({6, 5000}, 112, d)}; },
+       [](L x) { return TensorList{x[0].sum({1}), x[0].mean(), x[0].amax({0})}; }},
+      {"bfloat16 matmul and linear", {bf16},
+       [](DType d) { return TensorList{uniform({2, 24, 40}, 113, d), uniform({40, 16}, 114, d), uniform({16}, 115, d)}; },
+       [](L x) { return one(ts::matmul(x[0], x[1]) + ts::linear(x[0], x[1].t(), x[2])); }},
+      {"bfloat16 conv2d", {bf16},
+       [](DType d) { return TensorList{uniform({2, 4, 10, 10}, 116, d), uniform({8, 4, 3, 3}, 117, d, -0.3, 0.3), uniform({8}, 118, d)}; },
+       [](L x) { return one(ts::conv2d(x[0], x[1], x[2], {.stride = 1, .padding = 1})); }},
+      {"bfloat16 dropout and pooling (forward)", {bf16}, [](DType d) { return TensorList{uniform({2, 3, 8, 8}, 119, d)}; },
+       [](L x) {
+         auto [pooled, indices] = native::max_pool2d(x[0].detach(), {});
+         auto [dropped, mask] = native::dropout(x[0].detach(), 0.25, {.seed = 3});
+         return TensorList{pooled, indices, dropped, mask};
+       }},
+  };
+  return cases;
+}
+
+// Names of the backward nodes reachable from `output`.
+void collect_node_names(const Tensor& output, std::set<std::string>& names) {
+  std::vector<std::shared_ptr<ts::autograd::Node>> stack;
+  if (output.grad_fn()) stack.push_back(output.grad_fn());
+  std::set<ts::autograd::Node*> seen;
+  while (!stack.empty()) {
+    auto node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node.get()).second) continue;
+    names.insert(node->name());
+    for (auto& edge : node->next_edges()) {
+      if (edge.node) stack.push_back(edge.node);
+    }
+  }
+}
+
+// The case's inputs for the CPU reference and for the device. bfloat16 inputs are
+// rounded once; the reference gets them back as float32.
+struct CaseInputs {
+  TensorList reference, device;
+};
+
+CaseInputs prepare(const OpCase& c, DType dtype) {
+  CaseInputs prepared;
+  for (const Tensor& made : c.inputs(dtype == bf16 ? f32 : dtype)) {
+    const bool grad = made.requires_grad();
+    Tensor base = made.detach();
+    if (dtype == bf16 && base.dtype() == f32) base = base.to(bf16);
+    Tensor reference = base.dtype() == bf16 ? base.to(f32) : base.clone();
+    prepared.reference.push_back(reference.detach().requires_grad_(grad));
+    prepared.device.push_back(base.to(gpu_test::target()).detach().requires_grad_(grad));
+  }
+  return prepared;
+}
+
+// Checks `actual` (on the device) against `expected` (the CPU's); returns the normalised
+// error (infinite when they cannot be compared). CHECKs only, never REQUIREs: one GPU run
+// must report every case, not stop at the first bad one.
+double check_close(const Tensor& actual, const Tensor& expected, DType dtype, double tolerance_scale,
+                   const std::string& what) {
+  CAPTURE(what);
+  constexpr double kInfinite = std::numeric_limits<double>::infinity();
+  if (actual.defined() != expected.defined()) {
+    FAIL_CHECK("defined on one side only (device: " << actual.defined() << ", CPU: " << expected.defined() << ")");
+    return kInfinite;
+  }
+  if (!actual.defined()) return 0.0;
+  CHECK(actual.device() == gpu_test::target());
+  const bool floating = ts::is_floating(expected.dtype());
+  CHECK(actual.dtype() == (floating && dtype == bf16 ? bf16 : expected.dtype()));
+  Tensor on_host = actual.detach().cpu();
+  if (on_host.dtype() == bf16) on_host = on_host.to(f32);
+  std::string problem;
+  const double error = gpu_test::normalised_error(on_host, expected.detach(), problem);
+  const double tolerance = floating ? gpu_test::tolerance(dtype) * tolerance_scale : 0.0;
+  INFO(problem);
+  CHECK_MESSAGE(error <= tolerance, "normalised error " << error << " > tolerance " << tolerance);
+  return error;
+}
+
+// The largest normalised errors of one case in one dtype (-1: nothing of that kind).
+struct CaseErrors {
+  double outputs = -1, gradients = -1;
+};
+
+std::string shown(double error) {
+  if (error < 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2e", error);
+  return text;
+}
+
+CaseErrors run_case(const OpCase& c, DType dtype) {
+  CaseErrors errors;
+  CaseInputs in = prepare(c, dtype);
+  TensorList expected = c.f(in.reference);
+  TensorList actual = c.f(in.device);
+  if (actual.size() != expected.size()) {
+    FAIL_CHECK(actual.size() << " outputs on the device, " << expected.size() << " on the CPU");
+    return errors;
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    errors.outputs = std::max(errors.outputs, check_close(actual[i], expected[i], dtype, c.tolerance_scale,
+                                                          "output " + std::to_string(i)));
+  }
+  const Tensor& out = expected.front();
+  if (!ts::is_floating(out.dtype()) || !out.requires_grad()) return errors;
+  ts::Generator gen(4242);
+  Tensor seed_grad = ts::rand(out.sizes(), gen, {.dtype = f64}).to(dtype == bf16 ? bf16 : out.dtype());
+  expected.front().backward(seed_grad.dtype() == bf16 ? seed_grad.to(f32) : seed_grad);
+  actual.front().backward(seed_grad.to(gpu_test::target()));
+  for (size_t i = 0; i < in.reference.size(); ++i) {
+    if (!in.reference[i].requires_grad()) continue;
+    errors.gradients = std::max(errors.gradients, check_close(in.device[i].grad(), in.reference[i].grad(), dtype,
+                                                              c.tolerance_scale, "gradient of input " + std::to_string(i)));
+  }
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE("every op on the device matches the CPU, outputs and gradients") {
+  // The table of errors goes to stdout (meson's test log) on success too: it is the
+  // record of a GPU run, for docs/gpu.md.
+  std::printf("%-52s %-9s %-14s %s\n", "case", "dtype", "output error", "gradient error");
+  for (const OpCase& c : op_cases()) {
+    for (DType dtype : c.dtypes) {
+      if (dtype == bf16 && !gpu_test::cuda_target()) continue;  // the CPU has no bfloat16 arithmetic
+      CAPTURE(c.name);
+      CAPTURE(dtype);
+      try {
+        const CaseErrors errors = run_case(c, dtype);
+        std::printf("%-52s %-9s %-14s %s\n", c.name.c_str(), std::string(ts::dtype_name(dtype)).c_str(),
+                    shown(errors.outputs).c_str(), shown(errors.gradients).c_str());
+      } catch (const std::exception& e) {
+        FAIL_CHECK("threw: " << std::string(e.what()));
+        std::printf("%-52s %-9s threw: %s\n", c.name.c_str(), std::string(ts::dtype_name(dtype)).c_str(), e.what());
+      }
+    }
+  }
+}
+
+TEST_CASE("the table reaches every backward node the library records") {
+  const char* source = std::getenv("TESSERA_SOURCE_DIR");
+  REQUIRE_MESSAGE(source != nullptr, "TESSERA_SOURCE_DIR must point at the source tree");
+  std::set<std::string> recorded;
+  std::regex pattern(R"re(record\("(\w+Backward)")re");
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(source) / "src/autograd/functions")) {
+    std::ifstream file(entry.path());
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    for (std::sregex_iterator it(text.begin(), text.end(), pattern), end; it != end; ++it) recorded.insert((*it)[1]);
+  }
+  REQUIRE(recorded.size() > 20);
+
+  std::set<std::string> covered;
+  for (const OpCase& c : op_cases()) {
+    if (c.dtypes.front() == bf16) continue;
+    CaseInputs in = prepare(c, c.dtypes.front());
+    TensorList outputs = c.f(in.device);
+    collect_node_names(outputs.front(), covered);
+  }
+  // Moving between devices records a node only when there are two devices.
+  if (!gpu_test::cuda_target()) recorded.erase("ToDeviceBackward");
+  for (const std::string& name : recorded) {
+    CAPTURE(name);
+    CHECK(covered.count(name) == 1);
+  }
+}

@@ -1,0 +1,291 @@
+// The CUDA runtime around the kernels: copies between host and device, conversions on the
+// device, the allocator's counters and caching, streams and events, TF32, errors, and
+// modules moved to the device.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <tessera/tessera.h>
+
+#include "gpu_test.h"
+
+#if TESSERA_HAS_CUDA
+#include <tessera/tensor/cuda/stream.h>
+#endif
+
+namespace ts = tessera;
+using ts::DType;
+using ts::Shape;
+using ts::Tensor;
+
+namespace {
+
+Tensor random_of(DType dtype, const Shape& shape, uint64_t seed) {
+  ts::Generator gen(seed);
+  if (ts::is_floating(dtype)) return (ts::randn(shape, gen, {.dtype = DType::f64}) * 100.0).to(dtype);
+  return ts::randint(0, dtype == DType::u8 ? 256 : 1'000'000'000, shape, gen).to(dtype);
+}
+
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  std::string problem;
+  return gpu_test::normalised_error(a, b, problem) == 0.0;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ts::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A few layers of the MNIST network, run forward and backward with explicit tensors.
+struct SmallNet {
+  Tensor conv_w, conv_b, fc_w, fc_b;
+  explicit SmallNet(ts::Device device) {
+    conv_w = random_of(DType::f32, {8, 1, 3, 3}, 1).mul_(0.003).to(device).requires_grad_();
+    conv_b = ts::zeros({8}, {.device = device}).requires_grad_();
+    fc_w = random_of(DType::f32, {10, 8 * 13 * 13}, 2).mul_(0.0003).to(device).requires_grad_();
+    fc_b = ts::zeros({10}, {.device = device}).requires_grad_();
+  }
+  Tensor loss(const Tensor& images, const Tensor& targets) const {
+    Tensor x = ts::max_pool2d(ts::relu(ts::conv2d(images, conv_w, conv_b)), 2);
+    x = ts::dropout(x, 0.25, true, {.seed = 5}).flatten(1);
+    return ts::nll_loss(ts::log_softmax(ts::linear(x, fc_w, fc_b), 1), targets);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("copies between host and device keep every value, every dtype, any size") {
+  for (DType dtype : {DType::f32, DType::f64, DType::i64, DType::u8, DType::bf16}) {
+    // 3M float64 elements are 24 MB: more than one pinned staging buffer (8 MiB).
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{3'000'001}}) {
+      CAPTURE(dtype);
+      CAPTURE(count);
+      Tensor host = random_of(dtype, {count}, static_cast<uint64_t>(count) + 1);
+      Tensor device = host.to(gpu_test::target());
+      CHECK(device.device() == gpu_test::target());
+      Tensor back = device.cpu();
+      CHECK(back.device().is_cpu());
+      CHECK(same_values(back, host));
+    }
+  }
+  // Strided views on either side.
+  Tensor host = random_of(DType::f32, {40, 30}, 9);
+  Tensor device = host.t().to(gpu_test::target());
+  CHECK(same_values(device.cpu(), host.t().contiguous()));
+  Tensor slice = device.narrow(1, 3, 7);
+  CHECK(same_values(slice.cpu(), host.t().contiguous().narrow(1, 3, 7).contiguous()));
+  Tensor destination = ts::zeros({30, 40});
+  destination.copy_(device);
+  CHECK(same_values(destination, host.t().contiguous()));
+  Tensor device_destination = ts::zeros({2, 30, 40}, {.device = gpu_test::target()});
+  device_destination.copy_(host.t());  // host -> device, broadcast over the leading dim
+  CHECK(same_values(device_destination.select(0, 1).cpu(), host.t().contiguous()));
+}
+
+TEST_CASE("conversions on the device round like the CPU's, bfloat16 included") {
+  Tensor host = random_of(DType::f32, {1000}, 11);
+  Tensor device = host.to(gpu_test::target());
+  CHECK(same_values(device.to(DType::bf16).cpu(), host.to(DType::bf16)));
+  CHECK(same_values(device.to(DType::bf16).to(DType::f32).cpu(), host.to(DType::bf16).to(DType::f32)));
+  CHECK(same_values(device.to(DType::f64).cpu(), host.to(DType::f64)));
+  CHECK(same_values(device.to(DType::i64).cpu(), host.to(DType::i64)));
+  Tensor bytes = random_of(DType::u8, {300}, 12);
+  CHECK(same_values(bytes.to(gpu_test::target()).to(DType::f32).cpu(), bytes.to(DType::f32)));
+  CHECK(same_values(bytes.to(gpu_test::target()).to(DType::bf16).cpu(), bytes.to(DType::bf16)));
+  // Fill converts its value with the host's rules.
+  for (DType dtype : {DType::f32, DType::f64, DType::i64, DType::u8, DType::bf16}) {
+    CAPTURE(dtype);
+    CHECK(same_values(ts::full({7}, 2.7, {.dtype = dtype, .device = gpu_test::target()}).cpu(),
+                      ts::full({7}, 2.7, {.dtype = dtype})));
+  }
+}
+
+TEST_CASE("the device allocator counts current and peak bytes") {
+  const ts::Device device = gpu_test::target();
+  ts::MemoryStats before = ts::memory_stats(device);
+  ts::reset_peak_memory(device);
+  {
+    Tensor a = ts::empty({1000}, {.device = device});
+    CHECK(ts::memory_stats(device).current_bytes - before.current_bytes == 4000);
+    {
+      Tensor b = ts::empty({250}, {.dtype = DType::f64, .device = device});
+      CHECK(ts::memory_stats(device).current_bytes - before.current_bytes == 6000);
+    }
+    CHECK(ts::memory_stats(device).current_bytes - before.current_bytes == 4000);
+  }
+  CHECK(ts::memory_stats(device).current_bytes == before.current_bytes);
+  CHECK(ts::memory_stats(device).peak_bytes - before.current_bytes == 6000);
+  CHECK(ts::memory_stats(device).allocations - before.allocations == 2);
+}
+
+TEST_CASE("a steady training step takes all its memory from the cache") {
+  if (!gpu_test::cuda_target()) return;
+  const ts::Device device = gpu_test::target();
+  SmallNet net(device);
+  Tensor images = random_of(DType::f32, {16, 1, 28, 28}, 3).mul_(0.01).to(device);
+  std::vector<int64_t> classes(16);
+  for (int64_t i = 0; i < 16; ++i) classes[i] = i % 10;
+  Tensor targets = ts::tensor<int64_t>(classes).to(device);
+  auto step = [&] {
+    Tensor loss = net.loss(images, targets);
+    loss.backward();
+    for (Tensor* p : {&net.conv_w, &net.conv_b, &net.fc_w, &net.fc_b}) {
+      ts::NoGradGuard no_grad;
+      p->sub_(p->grad(), 0.01);
+      p->grad().zero_();
+    }
+    return loss.item<float>();
+  };
+  for (int i = 0; i < 3; ++i) step();  // warm-up: the cache fills, cuDNN picks its algorithms
+  ts::cuda::synchronize();
+  const ts::cuda::CachingAllocatorStats warm = ts::cuda::caching_allocator_stats(0);
+  const int64_t held = ts::memory_stats(device).current_bytes;
+  float last = 0;
+  for (int i = 0; i < 5; ++i) last = step();
+  ts::cuda::synchronize();
+  const ts::cuda::CachingAllocatorStats after = ts::cuda::caching_allocator_stats(0);
+  CHECK(after.device_mallocs == warm.device_mallocs);
+  CHECK(after.device_frees == warm.device_frees);
+  CHECK(ts::memory_stats(device).current_bytes == held);  // nothing leaks from step to step
+  CHECK(std::isfinite(last));
+  CHECK(after.reserved_bytes >= ts::memory_stats(device).current_bytes);
+
+  // empty_cache gives the unused blocks back; the next step allocates again.
+  ts::cuda::empty_cache(0);
+  CHECK(ts::cuda::caching_allocator_stats(0).cached_bytes == 0);
+  step();
+  CHECK(ts::cuda::caching_allocator_stats(0).device_mallocs > after.device_mallocs);
+}
+
+TEST_CASE("the device step matches the CPU step") {
+  SmallNet cpu_net(ts::Device::cpu());
+  SmallNet device_net(gpu_test::target());
+  Tensor images = random_of(DType::f32, {16, 1, 28, 28}, 3).mul_(0.01);
+  std::vector<int64_t> classes(16);
+  for (int64_t i = 0; i < 16; ++i) classes[i] = (i * 3) % 10;
+  Tensor targets = ts::tensor<int64_t>(classes);
+  Tensor cpu_loss = cpu_net.loss(images, targets);
+  Tensor device_loss = device_net.loss(images.to(gpu_test::target()), targets.to(gpu_test::target()));
+  cpu_loss.backward();
+  device_loss.backward();
+  // The weight gradients are sums of ~10^4 terms of both signs through cuDNN's algorithms:
+  // five times the float32 table tolerance.
+  constexpr double kTolerance = 1e-4;
+  std::string problem;
+  CHECK(gpu_test::normalised_error(device_loss.cpu(), cpu_loss, problem) <= kTolerance);
+  CHECK(gpu_test::normalised_error(device_net.conv_w.grad().cpu(), cpu_net.conv_w.grad(), problem) <= kTolerance);
+  CHECK(gpu_test::normalised_error(device_net.fc_w.grad().cpu(), cpu_net.fc_w.grad(), problem) <= kTolerance);
+}
+
+TEST_CASE("Module::to moves parameters and gradients in place") {
+  ts::nn::Sequential cpu_model, device_model;
+  for (ts::nn::Sequential* model : {&cpu_model, &device_model}) {
+    model->emplace<ts::nn::Linear>(8, 4);
+    model->emplace<ts::nn::ReLU>();
+    model->emplace<ts::nn::Linear>(4, 2);
+    model->reset_parameters(7);
+  }
+  std::vector<Tensor> before = device_model.parameters();
+  device_model.to(gpu_test::target());
+  std::vector<Tensor> after = device_model.parameters();
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    CHECK(after[i].is_same(before[i]));  // identity kept: optimizers holding them still see them
+    CHECK(after[i].device() == gpu_test::target());
+  }
+  Tensor input = random_of(DType::f32, {5, 8}, 13).mul_(0.01);
+  Tensor expected = cpu_model(input);
+  Tensor actual = device_model(input.to(gpu_test::target()));
+  std::string problem;
+  CHECK(gpu_test::normalised_error(actual.cpu(), expected, problem) <= gpu_test::tolerance(DType::f32));
+  actual.sum().backward();
+  CHECK(device_model.parameters()[0].grad().device() == gpu_test::target());
+  device_model.to(ts::Device::cpu());
+  CHECK(device_model.parameters()[0].device().is_cpu());
+  CHECK(device_model.parameters()[0].grad().device().is_cpu());
+}
+
+TEST_CASE("an out-of-range target is the CPU's IndexError on the device too") {
+  Tensor log_probs = ts::zeros({2, 3}, {.device = gpu_test::target()});
+  Tensor targets = ts::tensor<int64_t>({0, 7}).to(gpu_test::target());
+  std::string message = error_of([&] { ts::nll_loss(log_probs, targets); });
+  CHECK(contains(message, "nll_loss: target 7 at position 1 is out of range for 3 classes"));
+  CHECK_THROWS_AS(ts::nll_loss(log_probs, targets), ts::IndexError);
+  // The device is still usable afterwards.
+  CHECK(ts::nll_loss(log_probs, ts::tensor<int64_t>({0, 2}).to(gpu_test::target())).item<float>() == 0.0f);
+}
+
+TEST_CASE("mixing devices is a DeviceError naming both") {
+  if (!gpu_test::cuda_target()) return;
+  Tensor host = ts::ones({3, 3});
+  Tensor device = ts::ones({3, 3}, {.device = ts::Device::cuda(0)});
+  CHECK(contains(error_of([&] { host + device; }), "add: expected both tensors on one device, got cpu and cuda:0"));
+  CHECK(contains(error_of([&] { device + host; }), "got cuda:0 and cpu"));
+  CHECK_THROWS_AS(ts::matmul(device, host), ts::DeviceError);
+  CHECK_THROWS_AS(ts::linear(device, device, ts::ones({3})), ts::DeviceError);
+  CHECK_THROWS_AS(ts::conv2d(ts::ones({1, 3, 4, 4}, {.device = ts::Device::cuda(0)}), ts::ones({2, 3, 3, 3})),
+                  ts::DeviceError);
+  CHECK_THROWS_AS(ts::nll_loss(device, ts::tensor<int64_t>({0, 1, 2})), ts::DeviceError);
+  CHECK_THROWS_AS(ts::where(ts::ones({3, 3}, {.dtype = DType::u8}), device, device), ts::DeviceError);
+}
+
+#if TESSERA_HAS_CUDA
+
+TEST_CASE("the runtime reports the device and orders work with events") {
+  if (!gpu_test::cuda_target()) return;
+  CHECK(ts::cuda::is_available());
+  CHECK(ts::cuda::device_count() >= 1);
+  CHECK_FALSE(ts::cuda::device_name(0).empty());
+  CHECK_THROWS_AS(ts::cuda::device_name(ts::cuda::device_count()), ts::DeviceError);
+
+  Tensor big = ts::ones({4096, 4096}, {.device = ts::Device::cuda(0)});
+  Tensor product = ts::matmul(big, big);  // queued, not finished
+  ts::cuda::Event done(0);
+  done.record(ts::cuda::compute_stream(0));
+  ts::cuda::Stream side(0);
+  done.block(side.handle());  // the side stream waits for the product on the device
+  side.synchronize();
+  CHECK(done.query());
+  done.synchronize();
+  CHECK(product.at<float>({17, 42}) == 4096.0f);
+  ts::cuda::synchronize();
+  ts::cuda::synchronize(0);
+}
+
+TEST_CASE("TF32 is off by default and can be turned on") {
+  if (!gpu_test::cuda_target()) return;
+  REQUIRE_FALSE(ts::cuda::allow_tf32());
+  Tensor a = random_of(DType::f32, {256, 512}, 21).mul_(0.01);
+  Tensor b = random_of(DType::f32, {512, 256}, 22).mul_(0.01);
+  Tensor expected = ts::matmul(a, b);
+  std::string problem;
+  ts::cuda::set_allow_tf32(true);
+  Tensor fast = ts::matmul(a.to(ts::Device::cuda(0)), b.to(ts::Device::cuda(0)));
+  Tensor fast_conv = ts::conv2d(a.view({1, 1, 256, 512}).to(ts::Device::cuda(0)),
+                                b.narrow(0, 0, 9).narrow(1, 0, 1).reshape({1, 1, 3, 3}).to(ts::Device::cuda(0)));
+  ts::cuda::set_allow_tf32(false);
+  // TF32 keeps 10 mantissa bits in the products: about 1e-3 relative, not 1e-6.
+  CHECK(gpu_test::normalised_error(fast.cpu(), expected, problem) <= 5e-3);
+  Tensor exact_conv = ts::conv2d(a.view({1, 1, 256, 512}), b.narrow(0, 0, 9).narrow(1, 0, 1).reshape({1, 1, 3, 3}));
+  CHECK(gpu_test::normalised_error(fast_conv.cpu(), exact_conv, problem) <= 5e-3);
+  Tensor exact = ts::matmul(a.to(ts::Device::cuda(0)), b.to(ts::Device::cuda(0)));
+  CHECK(gpu_test::normalised_error(exact.cpu(), expected, problem) <= gpu_test::tolerance(DType::f32));
+}
+
+TEST_CASE("running out of device memory is a CudaError, and the device recovers") {
+  if (!gpu_test::cuda_target()) return;
+  // 2^45 float32 elements: 128 TiB, more than any GPU has.
+  std::string message = error_of([] { ts::empty({int64_t{1} << 45}, {.device = ts::Device::cuda(0)}); });
+  CHECK(contains(message, "cudaMalloc of "));
+  CHECK(contains(message, "on cuda:0 failed"));
+  CHECK_THROWS_AS(ts::empty({int64_t{1} << 45}, {.device = ts::Device::cuda(0)}), ts::cuda::CudaError);
+  CHECK(ts::ones({4}, {.device = ts::Device::cuda(0)}).sum().item<float>() == 4.0f);
+}
+
+#endif
