@@ -232,3 +232,30 @@ TEST_CASE("parameters() lists one flat shard per unit; gaps and padding stay exa
   world->all_reduce(total);
   if (world->size() == 3) CHECK(total.item<double>() > 0);
 }
+
+TEST_CASE("a rank whose share of the global batch is empty still takes part") {
+  // A global batch of 2 rows: at 3 and 4 ranks some ranks get none, yet every rank must
+  // run forward and backward so that the collectives match.
+  const auto& world = dist_test::world();
+  Data data = make_data(DType::f64);
+  mnist::Net plain, sharded;
+  plain.to(DType::f64);
+  sharded.to(DType::f64);
+  fsdp::fully_shard(sharded, world, {.gradient_reduction = ts::dist::ReduceOp::sum});
+  Tensor images = data.images[0].narrow(0, 0, 2), labels = data.labels[0].narrow(0, 0, 2);
+  ts::data::RowRange rows = my_rows(2);
+  {
+    ts::nn::BatchScope scope({.seed = kSeed, .step = 0, .first_row = rows.begin});
+    Tensor loss = ts::nll_loss(sharded(images.narrow(0, rows.begin, rows.size())),
+                               labels.narrow(0, rows.begin, rows.size()), {.reduction = ts::Reduction::sum}) / 2.0;
+    loss.backward();
+  }
+  {
+    ts::nn::BatchScope scope({.seed = kSeed, .step = 0, .first_row = 0});
+    ts::nll_loss(plain(images), labels).backward();
+  }
+  ts::optim::SGD(plain.parameters(), {.lr = 0.1}).step();
+  ts::optim::SGD(sharded.parameters(), {.lr = 0.1}).step();
+  ts::StateDict a = sharded.state_dict(), b = plain.state_dict();
+  for (auto& [name, tensor] : b) CHECK(relative_difference(a.at(name), tensor) <= 1e-12);
+}

@@ -134,6 +134,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
   Tensor grad_weight = zeros(weight_shape, input.dtype(), input.device());
+  if (g.batch == 0) return grad_weight;  // a rank's empty share of a batch: no samples, zero gradient
   dispatch_floating(input.dtype(), "conv2d_backward_weight", [&]<class T>() {
     const T* dy = static_cast<const T*>(grad_output.data_ptr());
     const T* x = static_cast<const T*>(input.data_ptr());
