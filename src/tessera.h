@@ -34,5 +34,6 @@
 #include "tessera/tensor/state_dict.h"
 #include "tessera/tensor/tensor.h"
 #include "tessera/nn/nn.h"
+#include "tessera/models/models.h"
 #include "tessera/optim/optim.h"
 #include "tessera/fsdp/fsdp.h"
