@@ -121,7 +121,9 @@ TEST_CASE("a batch is decoded, transformed, ToTensor'd and normalised as by hand
 TEST_CASE("under a DataLoader, flips depend on (seed, epoch, sample), not on rank or thread" * doctest::skip(!kCodecs)) {
   data_test::TempDir dir;
   write_png_tree(dir.path(), 3, 4);
-  data::ImageFolderOptions options{.transforms = {data::CenterCrop(10, 12), data::RandomHorizontalFlip()}, .seed = 11};
+  data::ImageFolderOptions options;
+  options.transforms = {data::CenterCrop(10, 12), data::RandomHorizontalFlip()};
+  options.seed = 11;
   data::ImageFolder folder(dir.path(), options);
   const int64_t global_batch = 5;
   auto load_epoch = [&](int64_t epoch, int world_size, int threads) {
@@ -193,7 +195,10 @@ TEST_CASE("ImageFolder errors name the folder or the file" * doctest::skip(!kCod
   message = error_of([&] { mixed.get_batch({0, 1}); });
   CHECK(message.find("differ in size after the transforms") != std::string::npos);
   CHECK(message.find((dir / "a/4.png").string() + "' is 5x4") != std::string::npos);
-  CHECK(data::ImageFolder(dir.path(), {.transforms = {data::Resize(4, 4)}}).get_batch({0, 1}).data.sizes() ==
-        ts::Shape{2, 3, 4, 4});
-  CHECK_THROWS_AS(data::ImageFolder(dir.path(), {.decode_threads = 0}), ts::ValueError);
+  data::ImageFolderOptions resized;
+  resized.transforms = {data::Resize(4, 4)};
+  CHECK(data::ImageFolder(dir.path(), resized).get_batch({0, 1}).data.sizes() == ts::Shape{2, 3, 4, 4});
+  data::ImageFolderOptions no_threads;
+  no_threads.decode_threads = 0;
+  CHECK_THROWS_AS(data::ImageFolder(dir.path(), no_threads), ts::ValueError);
 }
