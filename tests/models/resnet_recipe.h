@@ -77,6 +77,15 @@ inline ts::StateDict state_dict_for(ts::nn::Module& model, ts::DType dtype) {
   return out;
 }
 
+// The recipe for torchvision's ResNet-18 in float64, computed once per process.
+inline const ts::StateDict& resnet18_f64() {
+  static const ts::StateDict values = [] {
+    auto model = ts::models::resnet18();
+    return state_dict_for(*model, ts::DType::f64);
+  }();
+  return values;
+}
+
 // The reference input [4, 3, 48, 48].
 inline ts::Tensor input(ts::DType dtype) {
   const ts::Shape shape{4, 3, 48, 48};
