@@ -63,6 +63,17 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                   Size2 padding = 0);
 
+// Averages each plane down to `output_size` (PyTorch's bins), as F.adaptive_avg_pool2d.
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
+
+// Batch normalisation of an [N, C, ...] input, as F.batch_norm: in training, with the
+// batch's statistics (and, when given, running_mean/running_var updated in place with
+// `momentum`); otherwise with the running statistics. weight and bias are optional.
+// Differentiable in input, weight and bias; the running statistics are not.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+
 // Softmax family and losses.
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -26,10 +26,11 @@ struct EpochPlan {
   std::vector<int64_t> order;  // sample order of the whole epoch
   int64_t batch_size = 0;
   int64_t batches = 0;
+  int64_t epoch = 0;
   DistributedSampler sampler;
 
-  EpochPlan(std::shared_ptr<const Dataset> dataset_in, const DataLoaderOptions& options, int64_t epoch)
-      : dataset(std::move(dataset_in)), batch_size(options.batch_size), sampler(options.sampler) {
+  EpochPlan(std::shared_ptr<const Dataset> dataset_in, const DataLoaderOptions& options, int64_t epoch_in)
+      : dataset(std::move(dataset_in)), batch_size(options.batch_size), epoch(epoch_in), sampler(options.sampler) {
     const int64_t size = dataset->size();
     batches = batches_per_epoch(size, batch_size, options.drop_last);
     if (options.shuffle) {
@@ -56,7 +57,7 @@ struct EpochPlan {
   Batch make(int64_t batch_index) const {
     const int64_t global = global_rows(batch_index);
     const RowRange rows = sampler.rows_of(global);
-    Batch batch = dataset->get_batch(indices(batch_index));
+    Batch batch = dataset->get_batch_in_epoch(indices(batch_index), epoch);
     TS_CHECK(batch.data.defined() && batch.target.defined() && batch.data.dim() >= 1 &&
                  batch.data.size(0) == rows.size() && batch.target.dim() == 1 &&
                  batch.target.size(0) == rows.size(),

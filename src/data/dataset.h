@@ -34,6 +34,12 @@ class Dataset {
   // [indices.size()]. Must accept an empty list (tensors with 0 rows) and must be safe to
   // call from the DataLoader's prefetch thread while the caller's thread runs on.
   virtual Batch get_batch(const std::vector<int64_t>& indices) const = 0;
+  // The same for a batch of epoch `epoch`, which the DataLoader calls: datasets with random
+  // augmentation key it by (seed, epoch, sample index) so that it is reproducible and the
+  // same on every rank and worker. By default the epoch is ignored.
+  virtual Batch get_batch_in_epoch(const std::vector<int64_t>& indices, int64_t /*epoch*/) const {
+    return get_batch(indices);
+  }
 };
 
 }  // namespace tessera::data

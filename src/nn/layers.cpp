@@ -4,6 +4,7 @@
 
 #include "tessera/nn/batch_scope.h"
 #include "tessera/nn/init.h"
+#include "tessera/tensor/factory.h"
 #include "tessera/tensor/philox.h"
 
 namespace tessera::nn {
@@ -87,6 +88,67 @@ MaxPool2d::MaxPool2d(Size2 kernel_size, std::optional<Size2> stride, Size2 paddi
 
 std::string MaxPool2d::extra_repr() const {
   return detail::concat("kernel_size=", kernel_size_.h, ", stride=", stride_.h, ", padding=", padding_.h);
+}
+
+std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + size2_str(output_size_); }
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options)
+    : num_features_(num_features), options_(options) {
+  TS_CHECK(num_features > 0, ValueError, "BatchNorm2d: num_features must be positive, got ", num_features);
+  TS_CHECK(options.eps >= 0, ValueError, "BatchNorm2d: eps must be non-negative, got ", options.eps);
+  TS_CHECK(!options.momentum || (*options.momentum >= 0 && *options.momentum <= 1), ValueError,
+           "BatchNorm2d: momentum must be in [0, 1], got ", options.momentum.value_or(0));
+  if (options.affine) {
+    weight = deferred_parameter({num_features}, init::ones());
+    register_parameter("weight", weight);
+    bias = deferred_parameter({num_features}, init::zeros());
+    register_parameter("bias", bias);
+  }
+  if (options.track_running_stats) {
+    running_mean = zeros({num_features});
+    running_var = ones({num_features});
+    num_batches_tracked = zeros({}, {.dtype = DType::i64});
+    register_buffer("running_mean", running_mean);
+    register_buffer("running_var", running_var);
+    register_buffer("num_batches_tracked", num_batches_tracked);
+  }
+}
+
+void BatchNorm2d::reset_running_stats() {
+  if (!options_.track_running_stats) return;
+  running_mean.zero_();
+  running_var.fill_(1.0);
+  num_batches_tracked.zero_();
+}
+
+Tensor BatchNorm2d::forward(Tensor input) {
+  TS_CHECK(input.defined() && input.dim() == 4, ShapeError, "BatchNorm2d '", path(), "': expected a 4-D input [N, ",
+           num_features_, ", H, W], got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
+  TS_CHECK(input.size(1) == num_features_, ShapeError, "BatchNorm2d '", path(), "': expected ", num_features_,
+           " channels, got input of shape ", shape_str(input.sizes()));
+  const bool tracking = options_.track_running_stats;
+  double factor = 0.0;
+  if (is_training() && tracking) {
+    num_batches_tracked.add_(1.0);
+    factor = options_.momentum ? *options_.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+  }
+  // As PyTorch: eval without running statistics normalises with the batch's own.
+  const bool use_batch_stats = is_training() || !tracking;
+  return batch_norm(input, tracking ? running_mean : Tensor(), tracking ? running_var : Tensor(), weight, bias,
+                    use_batch_stats, factor, options_.eps);
+}
+
+std::string BatchNorm2d::extra_repr() const {
+  std::ostringstream out;
+  out << num_features_ << ", eps=" << options_.eps << ", momentum=";
+  if (options_.momentum) {
+    out << *options_.momentum;
+  } else {
+    out << "None";
+  }
+  out << ", affine=" << (options_.affine ? "True" : "False")
+      << ", track_running_stats=" << (options_.track_running_stats ? "True" : "False");
+  return out.str();
 }
 
 std::string Flatten::extra_repr() const { return detail::concat("start_dim=", start_dim_, ", end_dim=", end_dim_); }

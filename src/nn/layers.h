@@ -84,6 +84,58 @@ class MaxPool2d : public Module {
   Size2 padding_;
 };
 
+// Averages each plane down to `output_size`, as torch.nn.AdaptiveAvgPool2d (ResNet's
+// global pool is AdaptiveAvgPool2d(1)).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output_size) : output_size_(output_size) {}
+  Tensor forward(Tensor input) override { return adaptive_avg_pool2d(input, output_size_); }
+  std::string type_name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override;
+
+ private:
+  Size2 output_size_;
+};
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  // The running statistics' update factor; nullopt gives the cumulative average over the
+  // batches seen (PyTorch's momentum=None).
+  std::optional<double> momentum = 0.1;
+  bool affine = true;               // learnable weight (init 1) and bias (init 0)
+  bool track_running_stats = true;  // running_mean, running_var, num_batches_tracked buffers
+};
+
+// torch.nn.BatchNorm2d over [N, C, H, W]. Training normalises with the batch's mean and
+// biased variance and updates the running statistics (unbiased variance) and
+// num_batches_tracked; eval normalises with the running statistics. The buffers are part
+// of state_dict() under PyTorch's names; under FSDP they stay whole on every rank (only
+// parameters are sharded), each rank updating them from its own rows.
+//
+//   ts::nn::BatchNorm2d bn(64);
+//   ts::Tensor y = bn(x);             // x [N, 64, H, W]
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {});
+  Tensor forward(Tensor input) override;
+  std::string type_name() const override { return "BatchNorm2d"; }
+  std::string extra_repr() const override;
+  int64_t num_features() const { return num_features_; }
+  const BatchNormOptions& options() const { return options_; }
+  // running_mean = 0, running_var = 1, num_batches_tracked = 0.
+  void reset_running_stats();
+
+  Tensor weight;               // [C], undefined without affine
+  Tensor bias;                 // [C], undefined without affine
+  Tensor running_mean;         // [C], undefined without track_running_stats
+  Tensor running_var;          // [C]
+  Tensor num_batches_tracked;  // int64 scalar
+
+ private:
+  int64_t num_features_;
+  BatchNormOptions options_;
+};
+
 class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim_(start_dim), end_dim_(end_dim) {}

@@ -5,6 +5,7 @@
 // Differentiable ops (autograd/functions/) call these for their forward and backward.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -100,6 +101,30 @@ struct MaxPool2dOptions {
 // Output and, for each output element, the flat index (h * W + w) of the chosen input.
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options);
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape);
+
+// Adaptive average pooling (NCHW): output cell (i, j) averages input rows
+// [floor(i * H / oh), ceil((i + 1) * H / oh)) and the matching columns, as PyTorch's bins.
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape);
+
+// Batch normalisation of an [N, C, ...] input over every dim but C, as torch's
+// native_batch_norm. Returns (output, save_mean, save_invstd), each statistic [C].
+// Training: normalises with the batch mean and biased variance and, where the running
+// statistics are defined, updates them in place with the unbiased variance:
+//   running_mean = momentum * mean + (1 - momentum) * running_mean
+//   running_var  = momentum * var * n / (n - 1) + (1 - momentum) * running_var
+// Eval: normalises with the running statistics (save_* then hold running_mean and
+// 1 / sqrt(running_var + eps)). weight and bias may be undefined (no affine transform).
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                              const Tensor& running_mean, const Tensor& running_var,
+                                              bool training, double momentum, double eps);
+// Gradients with respect to (input, weight, bias) where output_mask asks for them; save_*
+// come from batch_norm. In eval the statistics are constants, so the input gradient is
+// grad_output * weight * invstd.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                       const Tensor& weight, const Tensor& save_mean,
+                                                       const Tensor& save_invstd, bool training,
+                                                       std::array<bool, 3> output_mask);
 
 // Softmax family along `dim`, and the negative log-likelihood loss.
 Tensor log_softmax(const Tensor& self, int64_t dim);

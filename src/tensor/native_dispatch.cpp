@@ -61,6 +61,25 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, con
   TS_DISPATCH(grad_output, max_pool2d_backward, grad_output, indices, input_shape);
 }
 
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
+  TS_DISPATCH(input, adaptive_avg_pool2d, input, output_size);
+}
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape) {
+  TS_DISPATCH(grad_output, adaptive_avg_pool2d_backward, grad_output, input_shape);
+}
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                              const Tensor& running_mean, const Tensor& running_var,
+                                              bool training, double momentum, double eps) {
+  TS_DISPATCH(input, batch_norm, input, weight, bias, running_mean, running_var, training, momentum, eps);
+}
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                       const Tensor& weight, const Tensor& save_mean,
+                                                       const Tensor& save_invstd, bool training,
+                                                       std::array<bool, 3> output_mask) {
+  TS_DISPATCH(grad_output, batch_norm_backward, grad_output, input, weight, save_mean, save_invstd, training,
+              output_mask);
+}
+
 Tensor log_softmax(const Tensor& self, int64_t dim) { TS_DISPATCH(self, log_softmax, self, dim); }
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
   TS_DISPATCH(grad_output, log_softmax_backward, grad_output, output, dim);

@@ -101,6 +101,24 @@ std::vector<OpCase> op_cases() {
       {"max_pool2d", [] { return TensorList{leaf({2, 2, 6, 6}, 49)}; }, [](L x) { return ts::max_pool2d(x[0], 2); }},
       {"max_pool2d stride padding", [] { return TensorList{leaf({1, 2, 7, 5}, 50)}; },
        [](L x) { return ts::max_pool2d(x[0], 3, ts::Size2(2), 1); }},
+      {"adaptive_avg_pool2d to 1x1", [] { return TensorList{leaf({2, 3, 4, 5}, 69)}; },
+       [](L x) { return ts::adaptive_avg_pool2d(x[0], 1); }},
+      {"adaptive_avg_pool2d overlapping bins, non-contiguous", [] { return TensorList{leaf({1, 2, 5, 7}, 70, -1, 1, true)}; },
+       [](L x) { return ts::adaptive_avg_pool2d(x[0], {3, 4}); }},
+      // Batch norm: the running statistics are buffers (no gradient); in training the
+      // output depends on them not at all, in eval only through constants.
+      {"batch_norm train", [] { return TensorList{leaf({3, 2, 2, 3}, 71), leaf({2}, 72, 0.5, 1.5), leaf({2}, 73)}; },
+       [](L x) {
+         Tensor mean = ts::zeros({2}, {.dtype = DType::f64}), var = ts::ones({2}, {.dtype = DType::f64});
+         return ts::batch_norm(x[0], mean, var, x[1], x[2], true, 0.1, 1e-5);
+       }},
+      {"batch_norm train without affine or running stats, 2-D", [] { return TensorList{leaf({5, 3}, 74)}; },
+       [](L x) { return ts::batch_norm(x[0], {}, {}, {}, {}, true); }},
+      {"batch_norm eval", [] { return TensorList{leaf({2, 3, 2, 2}, 75, -1, 1, true), leaf({3}, 76, 0.5, 1.5), leaf({3}, 77)}; },
+       [](L x) {
+         Tensor mean = ts::tensor<double>({0.1, -0.2, 0.3}), var = ts::tensor<double>({0.5, 1.5, 2.0});
+         return ts::batch_norm(x[0], mean, var, x[1], x[2], false, 0.1, 1e-5);
+       }},
       // Softmax family and losses.
       {"softmax", [] { return TensorList{leaf({3, 5}, 51, -2, 2, true)}; }, [](L x) { return ts::softmax(x[0], 1); }},
       {"log_softmax dim 0", [] { return TensorList{leaf({4, 3}, 52, -2, 2)}; }, [](L x) { return ts::log_softmax(x[0], 0); }},

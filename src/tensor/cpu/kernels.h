@@ -41,6 +41,16 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, co
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options);
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape);
 
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape);
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                              const Tensor& running_mean, const Tensor& running_var,
+                                              bool training, double momentum, double eps);
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                       const Tensor& weight, const Tensor& save_mean,
+                                                       const Tensor& save_invstd, bool training,
+                                                       std::array<bool, 3> output_mask);
+
 Tensor log_softmax(const Tensor& self, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
 Tensor softmax(const Tensor& self, int64_t dim);

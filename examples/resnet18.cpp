@@ -1,0 +1,363 @@
+// Tessera's ResNet-18 example: torchvision's ResNet-18 trained on an image folder with FSDP,
+// one FSDP unit per residual block (the seed article's second example).
+//
+//   build/examples/make_image_folder data/images             # a small synthetic dataset
+//   build/examples/resnet18 --data data/images --epochs 5
+//   mpirun -np 2 build/examples/resnet18 --data data/images --epochs 5
+//
+// --data DIR holds DIR/train/<class>/* and DIR/val/<class>/* (PNG or JPEG), as ImageNet
+// is laid out for torchvision's ImageFolder. Training images go through Resize(8/7 of
+// --image-size), CenterCrop(--image-size), RandomHorizontalFlip, ToTensor and ImageNet's
+// Normalize; validation images through the same without the flip. SGD with momentum and
+// weight decay, as PyTorch's ImageNet example (its LR schedule: x0.1 every --lr-step epochs;
+// its rate 0.1 for 256 images per batch, scaled to --batch-size).
+//
+// Under mpirun every rank holds a 1/N shard of each block (and of the stem and head), sees
+// its rows of each global batch, and decodes only its own images. Batch norm normalises
+// with each rank's own rows (as PyTorch's DDP and FSDP do without SyncBatchNorm); the
+// running statistics, replicated buffers, are averaged over the ranks before each
+// evaluation and checkpoint, so every rank evaluates and saves the same model.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <tessera/tessera.h>
+
+namespace ts = tessera;
+namespace data = tessera::data;
+
+namespace {
+
+struct Options {
+  std::string data = "data/images";
+  int64_t epochs = 10;
+  int64_t batch_size = 32;
+  int64_t test_batch_size = 64;
+  double lr = 0;  // 0: 0.1 * batch_size / 256, the ImageNet recipe's rate scaled to the batch
+  double momentum = 0.9;
+  double weight_decay = 1e-4;
+  int64_t lr_step = 30;
+  int64_t image_size = 64;
+  int64_t width = 64;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: leave OpenMP's default
+  int decode_threads = 2;
+  std::string save;
+  std::string init;
+  int64_t log_interval = 10;
+  bool dry_run = false;
+  bool json = false;
+};
+
+const char* kUsage = R"(usage: resnet18 [options]
+
+Trains torchvision's ResNet-18 on an image folder with FSDP (one unit per residual block).
+Run alone for one rank, or under mpirun for several.
+
+  --data DIR              folder with train/<class>/ and val/<class>/ images [data/images]
+                          (build/examples/make_image_folder DIR writes a synthetic one)
+  --epochs N              epochs to train [10]
+  --batch-size N          global training batch size [32]
+  --test-batch-size N     validation batch size [64]
+  --lr X                  SGD learning rate [0.1 x batch size / 256, as PyTorch's
+                          ImageNet recipe (0.1 at 256) scaled linearly]
+  --momentum X            SGD momentum [0.9]
+  --weight-decay X        SGD weight decay [1e-4]
+  --lr-step N             multiply the learning rate by 0.1 every N epochs [30]
+  --image-size N          training and validation crop size; images are first resized to
+                          8/7 of it (torchvision's 256 -> 224) [64]
+  --width N               channels of the first stage; 64 is ResNet-18, smaller is a
+                          narrower network of the same shape, for quick trials [64]
+  --seed N                seed for initialisation, shuffling and flips [1]
+  --threads N             CPU threads per rank [OpenMP default]
+  --decode-threads N      threads per rank decoding images [2]
+  --init FILE             start from these weights (safetensors, torchvision's names, e.g.
+                          from tools/torchvision_to_safetensors.py); a head (fc) for another
+                          number of classes is left at its initialisation
+  --save FILE             save the weights after every epoch (safetensors, torchvision's names)
+  --log-interval N        batches between progress reports [10]
+  --dry-run               run one training batch and one validation batch, then stop
+  --json                  print one JSON object per line instead of text
+  --help                  show this help
+)";
+
+// Losses summed over a rank's rows (divided by the global batch size where needed).
+const ts::NllLossOptions kSummed{.weight = {}, .reduction = ts::Reduction::sum, .ignore_index = -100};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "resnet18: " << message << "\n(see resnet18 --help)\n";
+  std::exit(2);
+}
+
+template <class T>
+T parse_number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    double value = std::stod(text, &used);
+    if (used != text.size()) throw std::invalid_argument(text);
+    if constexpr (std::is_integral_v<T>) {
+      if (value != std::floor(value) || value < 0) throw std::invalid_argument(text);
+    }
+    return static_cast<T>(value);
+  } catch (const std::exception&) {
+    usage_error(flag + " expects a " + (std::is_integral_v<T> ? "non-negative integer" : "number") + ", got '" + text + "'");
+  }
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--data") o.data = value();
+    else if (flag == "--epochs") o.epochs = parse_number<int64_t>(flag, value());
+    else if (flag == "--batch-size") o.batch_size = parse_number<int64_t>(flag, value());
+    else if (flag == "--test-batch-size") o.test_batch_size = parse_number<int64_t>(flag, value());
+    else if (flag == "--lr") o.lr = parse_number<double>(flag, value());
+    else if (flag == "--momentum") o.momentum = parse_number<double>(flag, value());
+    else if (flag == "--weight-decay") o.weight_decay = parse_number<double>(flag, value());
+    else if (flag == "--lr-step") o.lr_step = parse_number<int64_t>(flag, value());
+    else if (flag == "--image-size") o.image_size = parse_number<int64_t>(flag, value());
+    else if (flag == "--width") o.width = parse_number<int64_t>(flag, value());
+    else if (flag == "--seed") o.seed = parse_number<uint64_t>(flag, value());
+    else if (flag == "--threads") o.threads = parse_number<int>(flag, value());
+    else if (flag == "--decode-threads") o.decode_threads = parse_number<int>(flag, value());
+    else if (flag == "--save") o.save = value();
+    else if (flag == "--init") o.init = value();
+    else if (flag == "--log-interval") o.log_interval = parse_number<int64_t>(flag, value());
+    else if (flag == "--dry-run") o.dry_run = true;
+    else if (flag == "--json") o.json = true;
+    else usage_error("unknown option '" + flag + "'");
+  }
+  if (o.batch_size < 1 || o.test_batch_size < 1) usage_error("batch sizes must be positive");
+  // ResNet halves the image five times; below 32 pixels layer4 would have nothing left.
+  if (o.image_size < 32) usage_error("--image-size must be at least 32, got " + std::to_string(o.image_size));
+  if (o.width < 1 || o.lr_step < 1 || o.decode_threads < 1) usage_error("--width, --lr-step and --decode-threads must be positive");
+  if (o.log_interval < 1) o.log_interval = 1;
+  if (o.lr == 0) o.lr = 0.1 * static_cast<double>(o.batch_size) / 256.0;
+  return o;
+}
+
+// Prints on rank 0 only: JSON lines, a progress bar on a terminal, or plain lines.
+class Reporter {
+ public:
+  Reporter(const Options& options, bool is_rank0) : json_(options.json), active_(is_rank0), tty_(isatty(1)) {}
+
+  void train(int64_t epoch, int64_t batch, int64_t batches, int64_t samples, int64_t total, double loss) {
+    if (!active_) return;
+    if (json_) {
+      print_json({{"event", "train"}, {"epoch", epoch}, {"batch", batch}, {"samples", samples}, {"loss", loss}});
+    } else if (tty_) {
+      int width = 30, done = static_cast<int>(width * (batch + 1) / std::max<int64_t>(batches, 1));
+      std::printf("\rEpoch %lld [%s%s] %6lld/%lld  loss %.4f", static_cast<long long>(epoch),
+                  std::string(done, '=').c_str(), std::string(width - done, ' ').c_str(),
+                  static_cast<long long>(samples), static_cast<long long>(total), loss);
+      std::fflush(stdout);
+    } else {
+      std::printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", static_cast<long long>(epoch),
+                  static_cast<long long>(samples), static_cast<long long>(total), 100.0 * samples / total, loss);
+    }
+  }
+
+  void epoch(int64_t epoch, double train_loss, double val_loss, int64_t correct, int64_t val_total, double lr,
+             double samples_per_s, double seconds) {
+    if (!active_) return;
+    double accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(val_total, 1));
+    if (json_) {
+      print_json({{"event", "epoch"}, {"epoch", epoch}, {"train_loss", train_loss}, {"val_loss", val_loss},
+                  {"val_accuracy", accuracy}, {"lr", lr}, {"samples_per_s", samples_per_s}, {"seconds", seconds}});
+      return;
+    }
+    if (tty_) std::printf("\n");
+    std::printf("Epoch %lld: train loss %.4f, validation loss %.4f, accuracy %lld/%lld (%.2f%%)  [lr %g, %.1f images/s, %.1f s]\n",
+                static_cast<long long>(epoch), train_loss, val_loss, static_cast<long long>(correct),
+                static_cast<long long>(val_total), 100.0 * accuracy, lr, samples_per_s, seconds);
+    std::fflush(stdout);
+  }
+
+  void line(const std::string& text) {
+    if (!active_) return;
+    if (json_) {
+      print_json({{"event", "info"}, {"message", text}});
+    } else {
+      std::printf("%s\n", text.c_str());
+      std::fflush(stdout);
+    }
+  }
+
+ private:
+  void print_json(std::initializer_list<std::pair<std::string, ts::io::json::Value>> fields) {
+    ts::io::json::Object object;
+    for (const auto& [key, value] : fields) object.emplace_back(key, value);
+    std::printf("%s\n", ts::io::json::write(ts::io::json::Value(std::move(object))).c_str());
+    std::fflush(stdout);
+  }
+
+  bool json_, active_, tty_;
+};
+
+// Batch norm's running statistics are per-rank buffers (each rank saw its own rows);
+// averaging them makes every rank's model, and the checkpoint, the same.
+void average_running_statistics(ts::nn::Module& model, ts::dist::ProcessGroup& world) {
+  if (world.size() == 1) return;
+  for (auto& [name, buffer] : model.named_buffers()) {
+    if (ts::is_floating(buffer.dtype())) world.all_reduce(buffer, ts::dist::ReduceOp::avg);
+  }
+}
+
+// --init: torchvision-named weights. A head for another number of classes is dropped.
+void load_initial_weights(ts::models::ResNet& model, const Options& options, Reporter& report) {
+  ts::StateDict weights = ts::io::load(options.init);
+  const int64_t classes = model.options().num_classes;
+  if (weights.contains("fc.weight") && weights.at("fc.weight").dim() == 2 && weights.at("fc.weight").size(0) != classes) {
+    report.line(ts::detail::concat("--init: ", options.init, " has a head for ", weights.at("fc.weight").size(0),
+                                   " classes; fc starts from its initialisation for ", classes));
+    weights.erase("fc.weight");
+    weights.erase("fc.bias");
+    model.load_state_dict(weights, false);
+  } else {
+    model.load_state_dict(weights);
+  }
+}
+
+int run(int argc, char** argv) {
+  auto world = ts::dist::init(argc, argv);
+  Options options = parse_options(argc, argv);
+  if (options.threads > 0) ts::set_num_threads(options.threads);
+  Reporter report(options, world->rank() == 0);
+  if (options.batch_size < 2 * world->size()) {
+    // Batch norm in training needs more than one value per channel, and layer4's plane can be 1x1.
+    usage_error(ts::detail::concat("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
+                                   options.batch_size));
+  }
+
+  const int64_t resize = options.image_size * 8 / 7;
+  data::ImageFolder train_set(std::filesystem::path(options.data) / "train",
+                              {.transforms = {data::Resize(resize), data::CenterCrop(options.image_size),
+                                              data::RandomHorizontalFlip()},
+                               .normalize = data::kImageNetNormalize, .seed = options.seed,
+                               .decode_threads = options.decode_threads});
+  data::ImageFolder val_set(std::filesystem::path(options.data) / "val",
+                            {.transforms = {data::Resize(resize), data::CenterCrop(options.image_size)},
+                             .normalize = data::kImageNetNormalize, .decode_threads = options.decode_threads});
+  TS_CHECK(train_set.classes() == val_set.classes(), data::DataError, "resnet18: the classes of '",
+           train_set.root().string(), "' and '", val_set.root().string(), "' differ");
+  const int64_t classes = static_cast<int64_t>(train_set.classes().size());
+  TS_CHECK(train_set.size() >= options.batch_size, data::DataError, "resnet18: ", train_set.size(),
+           " training images are fewer than one batch of ", options.batch_size);
+
+  data::DistributedSampler sampler{.rank = world->rank(), .world_size = world->size()};
+  // drop_last: every training batch is full, so every rank has rows for batch norm.
+  data::DataLoader train_loader(train_set, {.batch_size = options.batch_size, .shuffle = true, .seed = options.seed,
+                                            .drop_last = true, .sampler = sampler});
+  data::DataLoader val_loader(val_set, {.batch_size = options.test_batch_size, .sampler = sampler});
+
+  auto model = ts::models::resnet18({.num_classes = classes, .width = options.width});
+  model->reset_parameters(options.seed);
+  // One unit per residual block; the stem (conv1, bn1) and the head (fc) stay in the root unit.
+  // Each rank's loss is its rows' sum over the global batch size, and gradients are summed.
+  ts::fsdp::fully_shard(*model, world, {.wrap_policy = ts::fsdp::WrapPolicy::module_type({"BasicBlock"}),
+                                        .gradient_reduction = ts::dist::ReduceOp::sum});
+  if (!options.init.empty()) load_initial_weights(*model, options, report);
+  ts::optim::SGD optimizer(model->parameters(),
+                           {.lr = options.lr, .momentum = options.momentum, .weight_decay = options.weight_decay});
+  ts::optim::StepLR scheduler(optimizer, options.lr_step, 0.1);
+
+  int64_t parameters = 0;
+  for (const auto& unit : ts::fsdp::units(*model)) parameters += unit.layout.flat_numel();
+  report.line(ts::detail::concat("ResNet-18", options.width == 64 ? "" : " (width " + std::to_string(options.width) + ")",
+                                 ": ", parameters, " parameters in ", ts::fsdp::units(*model).size(), " FSDP units; ",
+                                 classes, " classes, ", train_set.size(), " training and ", val_set.size(),
+                                 " validation images at ", options.image_size, "x", options.image_size, "; ",
+                                 world->size(), " rank(s), ", ts::get_num_threads(), " thread(s) each"));
+  if (train_set.skipped_files() + val_set.skipped_files() > 0) {
+    report.line(ts::detail::concat("note: ", train_set.skipped_files() + val_set.skipped_files(),
+                                   " image files of types Tessera does not decode were skipped"));
+  }
+
+  for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
+    model->train();
+    const double lr = optimizer.lr();
+    auto started = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t samples = 0;
+    for (const data::Batch& batch : train_loader.epoch(epoch)) {
+      optimizer.zero_grad();
+      ts::Tensor output = (*model)(batch.data);
+      ts::Tensor loss = ts::cross_entropy(output, batch.target, kSummed) /
+                        static_cast<double>(batch.global_rows);
+      loss.backward();
+      optimizer.step();
+
+      ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
+      world->all_reduce(global_loss);
+      loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
+      samples += batch.global_rows;
+      if (batch.index % options.log_interval == 0 || options.dry_run) {
+        report.train(epoch, batch.index, train_loader.size(), samples, train_loader.size() * options.batch_size,
+                     global_loss.item<double>());
+      }
+      if (options.dry_run) break;
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+    // Validation: each rank evaluates its rows of every batch (every rank runs every batch,
+    // some with no rows, so that FSDP's collectives stay in step); the sums are all-reduced.
+    average_running_statistics(*model, *world);
+    model->eval();
+    ts::Tensor totals = ts::zeros({3}, {.dtype = ts::DType::f64});  // loss sum, correct, images
+    {
+      ts::NoGradGuard no_grad;
+      for (const data::Batch& batch : val_loader.epoch(0)) {
+        ts::Tensor output = (*model)(batch.data);
+        if (batch.rows() > 0) {
+          double loss = ts::cross_entropy(output, batch.target, kSummed).to(ts::DType::f64).item<double>();
+          double correct = (output.argmax(1) == batch.target).sum().to(ts::DType::f64).item<double>();
+          totals.add_(ts::tensor<double>({loss, correct, static_cast<double>(batch.rows())}));
+        }
+        if (options.dry_run) break;
+      }
+    }
+    world->all_reduce(totals);
+    std::vector<double> sums = totals.to_vector<double>();
+    const int64_t evaluated = static_cast<int64_t>(sums[2]);
+    report.epoch(epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)),
+                 sums[0] / static_cast<double>(std::max<int64_t>(evaluated, 1)), static_cast<int64_t>(sums[1]), evaluated,
+                 lr, static_cast<double>(samples) / seconds, seconds);
+    scheduler.step();
+
+    if (!options.save.empty()) {
+      ts::StateDict weights = ts::fsdp::full_state_dict(*model, {.rank0_only = true});
+      if (world->rank() == 0) {
+        ts::io::save(weights, options.save, {{"epoch", std::to_string(epoch)}, {"classes", ts::detail::concat(classes)}});
+        report.line("saved " + options.save + " (epoch " + std::to_string(epoch) + ")");
+      }
+    }
+    if (options.dry_run) break;
+  }
+  report.line(ts::fsdp::memory_report(*model).str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Bad input (a missing folder, a corrupt image) ends the program with its message and a
+  // non-zero status; under mpirun the other ranks are then ended too.
+  try {
+    return run(argc, argv);
+  } catch (const ts::Error& error) {
+    std::fprintf(stderr, "resnet18: error: %s\n", error.what());
+    return 1;
+  }
+}

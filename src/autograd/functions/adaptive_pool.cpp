@@ -1,0 +1,21 @@
+// Differentiable adaptive average pooling: the backward needs only the input's shape.
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/functions.h"
+
+namespace tessera {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::TensorList;
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
+  Tensor out = native::adaptive_avg_pool2d(input, output_size);
+  if (needs_grad({input})) {
+    record("AdaptiveAvgPool2dBackward", {input}, {out}, [shape = input.sizes()](const TensorList& g) {
+      return TensorList{native::adaptive_avg_pool2d_backward(g[0], shape)};
+    });
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,216 @@
+// Batch normalisation on the CPU, following PyTorch's CPU kernels step by step so that
+// float32 results agree to a few ulps: per channel, the batch mean is accumulated in
+// double and rounded to T; the variance sum adds (x - mean)^2 (computed in T) in double;
+// the output is x * alpha + beta with alpha = invstd * weight and beta = bias - mean * alpha.
+// The backward reduces sum(dy) and sum((x - mean) * dy) per channel in double, then
+//   train: dx = (dy - sum(dy) / n - (x - mean) * k) * invstd * w,  k = dot * invstd^2 / n
+//   eval:  dx = dy * invstd * w
+// Channels are independent, so the OpenMP loops run over channels. The input is viewed
+// as [outer = N, C, inner = prod(dims 2..)] and made contiguous first.
+#include <cmath>
+
+#include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/device_check.h"
+
+namespace tessera::cpu {
+
+using namespace native;
+
+namespace {
+
+struct ChannelLayout {
+  int64_t outer = 0;     // N
+  int64_t channels = 0;  // C
+  int64_t inner = 0;     // elements per channel per sample
+  int64_t count() const { return outer * inner; }  // elements per channel
+};
+
+ChannelLayout channel_layout(const Tensor& input, const char* op) {
+  TS_CHECK(input.dim() >= 2, ShapeError, op, ": expected an input [N, C, ...] of at least 2 dims, got ",
+           shape_str(input.sizes()));
+  ChannelLayout layout{input.size(0), input.size(1), 1};
+  for (int64_t d = 2; d < input.dim(); ++d) layout.inner *= input.size(d);
+  return layout;
+}
+
+// A per-channel tensor's check: defined ones must be [C], on the input's device and dtype.
+void check_channel_tensor(const Tensor& t, const Tensor& input, int64_t channels, const char* op, const char* what) {
+  if (!t.defined()) return;
+  check_same_device(t, input, op);
+  TS_CHECK(t.dtype() == input.dtype(), DTypeError, op, ": ", what, " is ", dtype_name(t.dtype()),
+           " but the input is ", dtype_name(input.dtype()));
+  TS_CHECK(t.dim() == 1 && t.size(0) == channels, ShapeError, op, ": ", what, " must be [", channels,
+           "] for an input of shape ", shape_str(input.sizes()), ", got ", shape_str(t.sizes()));
+}
+
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in,
+                                              const Tensor& running_mean, const Tensor& running_var,
+                                              bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  check_defined(input_in, op);
+  check_cpu(input_in, op);
+  const ChannelLayout layout = channel_layout(input_in, op);
+  check_channel_tensor(weight_in, input_in, layout.channels, op, "weight");
+  check_channel_tensor(bias_in, input_in, layout.channels, op, "bias");
+  check_channel_tensor(running_mean, input_in, layout.channels, op, "running_mean");
+  check_channel_tensor(running_var, input_in, layout.channels, op, "running_var");
+  TS_CHECK(running_mean.defined() == running_var.defined(), ValueError, op,
+           ": running_mean and running_var must be both given or both undefined");
+  TS_CHECK(training || running_mean.defined(), ValueError, op,
+           ": evaluation mode normalises with the running statistics, which are undefined");
+  TS_CHECK(!running_mean.defined() || (running_mean.is_contiguous() && running_var.is_contiguous()), ValueError, op,
+           ": the running statistics must be contiguous (they are updated in place)");
+  TS_CHECK(eps >= 0, ValueError, op, ": eps must be non-negative, got ", eps);
+  if (training) {
+    // As PyTorch: one value per channel has no variance to normalise by.
+    TS_CHECK(layout.count() > 1, ValueError, op, ": expected more than 1 value per channel when training, got input of shape ",
+             shape_str(input_in.sizes()));
+  }
+  Tensor input = contiguous(input_in), weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  Tensor output = empty(input.sizes(), input.dtype(), input.device());
+  Tensor save_mean = empty({layout.channels}, input.dtype(), input.device());
+  Tensor save_invstd = empty({layout.channels}, input.dtype(), input.device());
+  if (layout.channels == 0) return {output, save_mean, save_invstd};
+
+  dispatch_floating(input.dtype(), op, [&]<class T>() {
+    const T* x = input.numel() > 0 ? input.data_ptr<T>() : nullptr;
+    T* y = input.numel() > 0 ? output.data_ptr<T>() : nullptr;
+    const T* w = data_or_null<T>(weight);
+    const T* b = data_or_null<T>(bias);
+    T* mean_out = save_mean.data_ptr<T>();
+    T* invstd_out = save_invstd.data_ptr<T>();
+    T* run_mean = running_mean.defined() ? static_cast<T*>(running_mean.data_ptr()) : nullptr;
+    T* run_var = running_var.defined() ? static_cast<T*>(running_var.data_ptr()) : nullptr;
+    const int64_t channels = layout.channels, inner = layout.inner, outer = layout.outer;
+    const int64_t n = layout.count();
+
+#pragma omp parallel for if (input.numel() > cpu::kParallelGrain)
+    for (int64_t c = 0; c < channels; ++c) {
+      T mean, invstd;
+      if (training) {
+        double sum = 0;
+        for (int64_t s = 0; s < outer; ++s) {
+          const T* plane = x + (s * channels + c) * inner;
+          for (int64_t i = 0; i < inner; ++i) sum += plane[i];
+        }
+        mean = static_cast<T>(sum / static_cast<double>(n));
+        double square_sum = 0;
+        for (int64_t s = 0; s < outer; ++s) {
+          const T* plane = x + (s * channels + c) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            const T centred = plane[i] - mean;
+            square_sum += centred * centred;
+          }
+        }
+        const T var_sum = static_cast<T>(square_sum);
+        const T biased_var = var_sum / static_cast<T>(n);
+        invstd = static_cast<T>(1.0 / std::sqrt(static_cast<double>(biased_var) + eps));
+        if (run_mean != nullptr) {
+          const T unbiased_var = var_sum / static_cast<T>(n - 1);
+          run_mean[c] = static_cast<T>(momentum * mean + (1 - momentum) * run_mean[c]);
+          run_var[c] = static_cast<T>(momentum * unbiased_var + (1 - momentum) * run_var[c]);
+        }
+      } else {
+        mean = run_mean[c];
+        invstd = static_cast<T>(1) / std::sqrt(run_var[c] + static_cast<T>(eps));
+      }
+      mean_out[c] = mean;
+      invstd_out[c] = invstd;
+      const T alpha = invstd * (w != nullptr ? w[c] : static_cast<T>(1));
+      const T beta = (b != nullptr ? b[c] : static_cast<T>(0)) - mean * alpha;
+      for (int64_t s = 0; s < outer; ++s) {
+        const int64_t base = (s * channels + c) * inner;
+        for (int64_t i = 0; i < inner; ++i) y[base + i] = x[base + i] * alpha + beta;
+      }
+    }
+  });
+  return {output, save_mean, save_invstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output_in, const Tensor& input_in,
+                                                       const Tensor& weight_in, const Tensor& save_mean_in,
+                                                       const Tensor& save_invstd_in, bool training,
+                                                       std::array<bool, 3> output_mask) {
+  const char* op = "batch_norm_backward";
+  check_defined(grad_output_in, op, "grad_output");
+  check_defined(input_in, op);
+  check_cpu(grad_output_in, op);
+  check_same_device(grad_output_in, input_in, op);
+  check_same_dtype(grad_output_in, input_in, op);
+  TS_CHECK(grad_output_in.sizes() == input_in.sizes(), ShapeError, op, ": gradient of shape ",
+           shape_str(grad_output_in.sizes()), " for an input of shape ", shape_str(input_in.sizes()));
+  const ChannelLayout layout = channel_layout(input_in, op);
+  check_channel_tensor(weight_in, input_in, layout.channels, op, "weight");
+  check_defined(save_mean_in, op, "save_mean");
+  check_defined(save_invstd_in, op, "save_invstd");
+  check_channel_tensor(save_mean_in, input_in, layout.channels, op, "save_mean");
+  check_channel_tensor(save_invstd_in, input_in, layout.channels, op, "save_invstd");
+
+  Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
+  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor save_mean = contiguous(save_mean_in), save_invstd = contiguous(save_invstd_in);
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype(), input.device());
+  if (output_mask[1]) grad_weight = empty({layout.channels}, input.dtype(), input.device());
+  if (output_mask[2]) grad_bias = empty({layout.channels}, input.dtype(), input.device());
+  if (layout.channels == 0) return {grad_input, grad_weight, grad_bias};
+
+  dispatch_floating(input.dtype(), op, [&]<class T>() {
+    const T* x = input.numel() > 0 ? input.data_ptr<T>() : nullptr;
+    const T* dy = input.numel() > 0 ? grad_output.data_ptr<T>() : nullptr;
+    T* dx = output_mask[0] && input.numel() > 0 ? grad_input.data_ptr<T>() : nullptr;
+    T* dw = output_mask[1] ? grad_weight.data_ptr<T>() : nullptr;
+    T* db = output_mask[2] ? grad_bias.data_ptr<T>() : nullptr;
+    const T* w = data_or_null<T>(weight);
+    const T* means = save_mean.data_ptr<T>();
+    const T* invstds = save_invstd.data_ptr<T>();
+    const int64_t channels = layout.channels, inner = layout.inner, outer = layout.outer;
+    const int64_t n = layout.count();
+
+#pragma omp parallel for if (input.numel() > cpu::kParallelGrain)
+    for (int64_t c = 0; c < channels; ++c) {
+      const T mean = means[c], invstd = invstds[c];
+      const T scale = w != nullptr ? w[c] : static_cast<T>(1);
+      double sum = 0, dot = 0;
+      for (int64_t s = 0; s < outer; ++s) {
+        const int64_t base = (s * channels + c) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          sum += dy[base + i];
+          dot += static_cast<T>(x[base + i] - mean) * dy[base + i];
+        }
+      }
+      if (dx != nullptr) {
+        if (training) {
+          const T k = static_cast<T>(dot) * invstd * invstd / static_cast<T>(n);
+          const T grad_mean = static_cast<T>(sum / static_cast<double>(n));
+          for (int64_t s = 0; s < outer; ++s) {
+            const int64_t base = (s * channels + c) * inner;
+            for (int64_t i = 0; i < inner; ++i) {
+              const T projection = (x[base + i] - mean) * k;
+              dx[base + i] = (dy[base + i] - grad_mean - projection) * invstd * scale;
+            }
+          }
+        } else {
+          for (int64_t s = 0; s < outer; ++s) {
+            const int64_t base = (s * channels + c) * inner;
+            for (int64_t i = 0; i < inner; ++i) dx[base + i] = dy[base + i] * invstd * scale;
+          }
+        }
+      }
+      if (dw != nullptr) dw[c] = static_cast<T>(dot * invstd);
+      if (db != nullptr) db[c] = static_cast<T>(sum);
+    }
+  });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace tessera::cpu
