@@ -320,4 +320,103 @@ inline void check_dropout_backward_operands(const Tensor& grad_output, const Ten
            shape_str(grad_output.sizes()), " does not match mask of shape ", shape_str(mask.sizes()));
 }
 
+// ---- Batch normalisation ----
+
+struct ChannelLayout {
+  int64_t outer = 0;     // N
+  int64_t channels = 0;  // C
+  int64_t inner = 0;     // elements per channel per sample
+  int64_t count() const { return outer * inner; }  // elements per channel
+};
+
+inline ChannelLayout channel_layout(const Tensor& input, const char* op) {
+  TS_CHECK(input.dim() >= 2, ShapeError, op, ": expected an input [N, C, ...] of at least 2 dims, got ",
+           shape_str(input.sizes()));
+  ChannelLayout layout{input.size(0), input.size(1), 1};
+  for (int64_t d = 2; d < input.dim(); ++d) layout.inner *= input.size(d);
+  return layout;
+}
+
+// A per-channel tensor's check: defined ones must be [C], on the input's device and dtype.
+inline void check_channel_tensor(const Tensor& t, const Tensor& input, int64_t channels, const char* op,
+                                 const char* what) {
+  if (!t.defined()) return;
+  check_same_device(t, input, op);
+  TS_CHECK(t.dtype() == input.dtype(), DTypeError, op, ": ", what, " is ", dtype_name(t.dtype()),
+           " but the input is ", dtype_name(input.dtype()));
+  TS_CHECK(t.dim() == 1 && t.size(0) == channels, ShapeError, op, ": ", what, " must be [", channels,
+           "] for an input of shape ", shape_str(input.sizes()), ", got ", shape_str(t.sizes()));
+}
+
+inline ChannelLayout check_batch_norm_operands(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                               const Tensor& running_mean, const Tensor& running_var, bool training,
+                                               double eps) {
+  const char* op = "batch_norm";
+  check_defined(input, op);
+  const ChannelLayout layout = channel_layout(input, op);
+  check_channel_tensor(weight, input, layout.channels, op, "weight");
+  check_channel_tensor(bias, input, layout.channels, op, "bias");
+  check_channel_tensor(running_mean, input, layout.channels, op, "running_mean");
+  check_channel_tensor(running_var, input, layout.channels, op, "running_var");
+  TS_CHECK(running_mean.defined() == running_var.defined(), ValueError, op,
+           ": running_mean and running_var must be both given or both undefined");
+  TS_CHECK(training || running_mean.defined(), ValueError, op,
+           ": evaluation mode normalises with the running statistics, which are undefined");
+  TS_CHECK(!running_mean.defined() || (running_mean.is_contiguous() && running_var.is_contiguous()), ValueError, op,
+           ": the running statistics must be contiguous (they are updated in place)");
+  TS_CHECK(eps >= 0, ValueError, op, ": eps must be non-negative, got ", eps);
+  if (training) {
+    // As PyTorch: one value per channel has no variance to normalise by.
+    TS_CHECK(layout.count() > 1, ValueError, op,
+             ": expected more than 1 value per channel when training, got input of shape ", shape_str(input.sizes()));
+  }
+  return layout;
+}
+
+inline ChannelLayout check_batch_norm_backward_operands(const Tensor& grad_output, const Tensor& input,
+                                                        const Tensor& weight, const Tensor& save_mean,
+                                                        const Tensor& save_invstd) {
+  const char* op = "batch_norm_backward";
+  check_defined(grad_output, op, "grad_output");
+  check_defined(input, op);
+  check_same_device(grad_output, input, op);
+  check_same_dtype(grad_output, input, op);
+  TS_CHECK(grad_output.sizes() == input.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad_output.sizes()),
+           " for an input of shape ", shape_str(input.sizes()));
+  const ChannelLayout layout = channel_layout(input, op);
+  check_channel_tensor(weight, input, layout.channels, op, "weight");
+  check_defined(save_mean, op, "save_mean");
+  check_defined(save_invstd, op, "save_invstd");
+  check_channel_tensor(save_mean, input, layout.channels, op, "save_mean");
+  check_channel_tensor(save_invstd, input, layout.channels, op, "save_invstd");
+  return layout;
+}
+
+// ---- Adaptive average pooling ----
+
+// Output cell i of an axis of length L pooled to n cells averages [bin_start, bin_end).
+inline int64_t adaptive_bin_start(int64_t cell, int64_t cells, int64_t length) { return (cell * length) / cells; }
+inline int64_t adaptive_bin_end(int64_t cell, int64_t cells, int64_t length) {
+  return ((cell + 1) * length + cells - 1) / cells;
+}
+
+inline void check_adaptive_avg_pool2d_input(const Tensor& input, Size2 output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  check_defined(input, op);
+  TS_CHECK(input.dim() == 4, ShapeError, op, ": expected a 4-D input [N, C, H, W], got ", shape_str(input.sizes()));
+  TS_CHECK(output_size.h > 0 && output_size.w > 0, ValueError, op, ": output size must be positive, got (",
+           output_size.h, ", ", output_size.w, ")");
+  TS_CHECK(input.size(2) > 0 && input.size(3) > 0, ShapeError, op, ": input of shape ", shape_str(input.sizes()),
+           " has an empty plane");
+}
+
+inline void check_adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape) {
+  const char* op = "adaptive_avg_pool2d_backward";
+  check_defined(grad_output, op, "grad_output");
+  TS_CHECK(input_shape.size() == 4 && grad_output.dim() == 4 && grad_output.size(0) == input_shape[0] &&
+               grad_output.size(1) == input_shape[1],
+           ShapeError, op, ": gradient of shape ", shape_str(grad_output.sizes()), " for an input of shape ",
+           shape_str(input_shape));
+}
+
 }  // namespace tessera::native

@@ -267,6 +267,24 @@ std::vector<OpCase> op_cases() {
          auto [out_padded, indices_padded] = native::max_pool2d(x[0], {.kernel = 3, .stride = 1, .padding = 1});
          return TensorList{out, indices, out_padded, indices_padded};
        }},
+      {"adaptive_avg_pool2d to 1x1", floats, [](DType d) { return TensorList{uniform({2, 3, 4, 5}, 84, d)}; },
+       [](L x) { return one(ts::adaptive_avg_pool2d(x[0], 1)); }},
+      {"adaptive_avg_pool2d overlapping bins", floats, [](DType d) { return TensorList{uniform({1, 2, 5, 7}, 85, d)}; },
+       [](L x) { return one(ts::adaptive_avg_pool2d(x[0], {3, 4})); }},
+      // ---- Batch normalisation (running statistics made on the inputs' device) ----
+      {"batch_norm train, running statistics updated", floats,
+       [](DType d) { return TensorList{uniform({4, 3, 5, 5}, 86, d), uniform({3}, 87, d, 0.5, 1.5), uniform({3}, 88, d)}; },
+       [](L x) {
+         Tensor mean = ts::zeros_like(x[1]), var = ts::ones_like(x[1]);
+         Tensor y = ts::batch_norm(x[0], mean, var, x[1], x[2], true, 0.1, 1e-5);
+         return TensorList{y, mean, var};
+       }},
+      {"batch_norm eval", floats,
+       [](DType d) { return TensorList{uniform({2, 3, 4, 4}, 89, d), uniform({3}, 90, d, 0.5, 1.5), uniform({3}, 91, d)}; },
+       [](L x) {
+         Tensor mean = ts::full_like(x[1], 0.25), var = ts::full_like(x[1], 2.0);
+         return one(ts::batch_norm(x[0], mean, var, x[1], x[2], false, 0.1, 1e-5));
+       }},
       // ---- Softmax family and losses ----
       {"softmax", floats, [](DType d) { return TensorList{uniform({3, 5}, 81, d, -2, 2, true)}; },
        [](L x) { return one(ts::softmax(x[0], 1)); }},

@@ -12,37 +12,13 @@
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/device_check.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
 
 using namespace native;
 
 namespace {
-
-struct ChannelLayout {
-  int64_t outer = 0;     // N
-  int64_t channels = 0;  // C
-  int64_t inner = 0;     // elements per channel per sample
-  int64_t count() const { return outer * inner; }  // elements per channel
-};
-
-ChannelLayout channel_layout(const Tensor& input, const char* op) {
-  TS_CHECK(input.dim() >= 2, ShapeError, op, ": expected an input [N, C, ...] of at least 2 dims, got ",
-           shape_str(input.sizes()));
-  ChannelLayout layout{input.size(0), input.size(1), 1};
-  for (int64_t d = 2; d < input.dim(); ++d) layout.inner *= input.size(d);
-  return layout;
-}
-
-// A per-channel tensor's check: defined ones must be [C], on the input's device and dtype.
-void check_channel_tensor(const Tensor& t, const Tensor& input, int64_t channels, const char* op, const char* what) {
-  if (!t.defined()) return;
-  check_same_device(t, input, op);
-  TS_CHECK(t.dtype() == input.dtype(), DTypeError, op, ": ", what, " is ", dtype_name(t.dtype()),
-           " but the input is ", dtype_name(input.dtype()));
-  TS_CHECK(t.dim() == 1 && t.size(0) == channels, ShapeError, op, ": ", what, " must be [", channels,
-           "] for an input of shape ", shape_str(input.sizes()), ", got ", shape_str(t.sizes()));
-}
 
 template <class T>
 const T* data_or_null(const Tensor& t) {
@@ -55,25 +31,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
                                               const Tensor& running_mean, const Tensor& running_var,
                                               bool training, double momentum, double eps) {
   const char* op = "batch_norm";
-  check_defined(input_in, op);
+  const ChannelLayout layout =
+      check_batch_norm_operands(input_in, weight_in, bias_in, running_mean, running_var, training, eps);
   check_cpu(input_in, op);
-  const ChannelLayout layout = channel_layout(input_in, op);
-  check_channel_tensor(weight_in, input_in, layout.channels, op, "weight");
-  check_channel_tensor(bias_in, input_in, layout.channels, op, "bias");
-  check_channel_tensor(running_mean, input_in, layout.channels, op, "running_mean");
-  check_channel_tensor(running_var, input_in, layout.channels, op, "running_var");
-  TS_CHECK(running_mean.defined() == running_var.defined(), ValueError, op,
-           ": running_mean and running_var must be both given or both undefined");
-  TS_CHECK(training || running_mean.defined(), ValueError, op,
-           ": evaluation mode normalises with the running statistics, which are undefined");
-  TS_CHECK(!running_mean.defined() || (running_mean.is_contiguous() && running_var.is_contiguous()), ValueError, op,
-           ": the running statistics must be contiguous (they are updated in place)");
-  TS_CHECK(eps >= 0, ValueError, op, ": eps must be non-negative, got ", eps);
-  if (training) {
-    // As PyTorch: one value per channel has no variance to normalise by.
-    TS_CHECK(layout.count() > 1, ValueError, op, ": expected more than 1 value per channel when training, got input of shape ",
-             shape_str(input_in.sizes()));
-  }
   Tensor input = contiguous(input_in), weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
   Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
   Tensor output = empty(input.sizes(), input.dtype(), input.device());
@@ -141,19 +101,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
                                                        const Tensor& save_invstd_in, bool training,
                                                        std::array<bool, 3> output_mask) {
   const char* op = "batch_norm_backward";
-  check_defined(grad_output_in, op, "grad_output");
-  check_defined(input_in, op);
+  const ChannelLayout layout =
+      check_batch_norm_backward_operands(grad_output_in, input_in, weight_in, save_mean_in, save_invstd_in);
   check_cpu(grad_output_in, op);
-  check_same_device(grad_output_in, input_in, op);
-  check_same_dtype(grad_output_in, input_in, op);
-  TS_CHECK(grad_output_in.sizes() == input_in.sizes(), ShapeError, op, ": gradient of shape ",
-           shape_str(grad_output_in.sizes()), " for an input of shape ", shape_str(input_in.sizes()));
-  const ChannelLayout layout = channel_layout(input_in, op);
-  check_channel_tensor(weight_in, input_in, layout.channels, op, "weight");
-  check_defined(save_mean_in, op, "save_mean");
-  check_defined(save_invstd_in, op, "save_invstd");
-  check_channel_tensor(save_mean_in, input_in, layout.channels, op, "save_mean");
-  check_channel_tensor(save_invstd_in, input_in, layout.channels, op, "save_invstd");
 
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
   Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();

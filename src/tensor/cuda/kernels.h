@@ -61,4 +61,15 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& log_probs, con
 std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, const DropoutKey& key);
 Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p);
 
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape);
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                              const Tensor& running_mean, const Tensor& running_var,
+                                              bool training, double momentum, double eps);
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                       const Tensor& weight, const Tensor& save_mean,
+                                                       const Tensor& save_invstd, bool training,
+                                                       std::array<bool, 3> output_mask);
+
 }  // namespace tessera::cuda
