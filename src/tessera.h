@@ -10,6 +10,8 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/gradcheck.h"
 #include "tessera/io/atomic_file.h"
+#include "tessera/io/crc32c.h"
+#include "tessera/io/durable.h"
 #include "tessera/io/errors.h"
 #include "tessera/io/json.h"
 #include "tessera/io/safetensors.h"
@@ -33,3 +35,4 @@
 #include "tessera/nn/nn.h"
 #include "tessera/optim/optim.h"
 #include "tessera/fsdp/fsdp.h"
+#include "tessera/checkpoint/checkpoint.h"
