@@ -43,8 +43,8 @@ std::vector<uint32_t> chunk_crcs(const Tensor& tensor, uint64_t chunk_bytes) {
 void check_entry(const io::SafetensorsFile& file, const std::string& tensor, DType dtype, const Shape& shape,
                  const std::vector<uint32_t>& crcs, uint64_t chunk_bytes, const std::string& recorded_in) {
   if (!file.contains(tensor)) {
-    throw io::FormatError(tessera::detail::concat(file.path(), ": has no tensor '", tensor, "', which ", recorded_in,
-                                         " records in it"));
+    throw io::FormatError(tessera::detail::concat(file.path(), ": byte 8: the header has no tensor '", tensor,
+                                                  "', which ", recorded_in, " records in it"));
   }
   const io::TensorEntry& entry = file.entry(tensor);
   if (entry.dtype != dtype || entry.shape != shape) {

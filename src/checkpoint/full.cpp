@@ -119,6 +119,11 @@ void write_full(const FlatSource& source, const std::string& path) {
 }
 
 FullCheckpoint::FullCheckpoint(const std::string& path) : file_(path) {
+  for (const auto& [key, value] : file_.metadata()) {
+    if ((key == "format" && value == kFullFormat) || key == kManifestKey) continue;
+    throw io::FormatError(tessera::detail::concat(path, ": byte 8: __metadata__ \"", key, "\": unexpected in a ",
+                                                  kFullFormat, " (its \"format\" must be \"", kFullFormat, "\")"));
+  }
   auto found = file_.metadata().find(kManifestKey);
   if (found == file_.metadata().end()) {
     throw io::FormatError(tessera::detail::concat(
@@ -157,7 +162,7 @@ FullCheckpoint::FullCheckpoint(const std::string& path) : file_(path) {
     check_entry(file_, name, form.first, form.second, crcs->second, chunk_bytes_, path + " (its manifest)");
   }
   if (stored.size() != file_.entries().size() || stored.size() != crcs_.size()) {
-    throw io::FormatError(tessera::detail::concat(path, ": holds ", file_.entries().size(), " tensors and ",
+    throw io::FormatError(tessera::detail::concat(path, ": byte 8: the header lists ", file_.entries().size(), " tensors and ",
                                                   crcs_.size(), " CRC lists, but its manifest describes ",
                                                   stored.size()));
   }

@@ -309,7 +309,7 @@ const io::SafetensorsFile& ShardedCheckpoint::file(size_t index) const {
                 metadata_.chunk_bytes, metadata_path_);
   }
   if (opened->entries().size() != record.slices.size()) {
-    throw io::FormatError(tessera::detail::concat(path, ": holds ", opened->entries().size(), " tensors but ",
+    throw io::FormatError(tessera::detail::concat(path, ": byte 8: the header lists ", opened->entries().size(), " tensors but ",
                                                   metadata_path_, " records ", record.slices.size()));
   }
   open_files_[index] = std::move(opened);
