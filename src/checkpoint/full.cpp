@@ -2,6 +2,8 @@
 // names on writing, and reading any flat range back from them.
 #include "tessera/checkpoint/full.h"
 
+#include <optional>
+
 #include "tessera/checkpoint/chunks.h"
 #include "tessera/checkpoint/collective.h"
 #include "tessera/checkpoint/load_into.h"
@@ -206,10 +208,15 @@ void FullCheckpoint::verify_all() const {
 
 void save_full(const std::string& path, nn::Module& model, const Stateful& with, const TrainingState& training) {
   detail::ModelView view = detail::ModelView::of(model, with.optimizer);
-  detail::ModelSource shards(view, with, describe(model, with, training));
-  (void)json::write(to_json(shards.manifest()));  // a bad value fails on every rank, before any collective
-  GatheredSource gathered(view, shards);
-  detail::run_on_every_rank(*view.group, "saving checkpoint '" + path + "'", [&] {
+  const std::string what = "saving checkpoint '" + path + "'";
+  std::optional<detail::ModelSource> shards;
+  detail::run_on_every_rank(*view.group, what, [&] {  // a bad value on any rank fails every rank
+    shards.emplace(view, with, describe(model, with, training));
+    (void)json::write(to_json(shards->manifest()));
+    return std::string();
+  });
+  GatheredSource gathered(view, *shards);
+  detail::run_on_every_rank(*view.group, what, [&] {
     if (view.group->rank() == 0) write_full(gathered, path);
     return std::string();
   });

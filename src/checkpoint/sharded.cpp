@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "tessera/checkpoint/chunks.h"
@@ -360,18 +361,19 @@ void ShardedCheckpoint::verify_all() const {
 
 void save_sharded(const std::string& directory, nn::Module& model, const Stateful& with, const TrainingState& training) {
   detail::ModelView view = detail::ModelView::of(model, with.optimizer);
-  detail::ModelSource source(view, with, describe(model, with, training));
   dist::ProcessGroup& group = *view.group;
   const std::string what = "saving checkpoint '" + directory + "'";
-  // Serialising the manifest now makes a bad value (a NaN in `extra`) fail on every rank
-  // before anything is written.
-  (void)json::write(to_json(source.manifest()));
   const std::string temporary = temporary_for(directory);
-
+  // Describing and serialising the manifest inside the first collective step makes a bad
+  // value on one rank (a NaN in its `extra`) fail the save on every rank.
+  std::optional<detail::ModelSource> described;
   detail::run_on_every_rank(group, what, [&] {
+    described.emplace(view, with, describe(model, with, training));
+    (void)json::write(to_json(described->manifest()));
     if (group.rank() == 0) filesystem_step(what, [&] { prepare_temporary(temporary); });
     return std::string();
   });
+  const detail::ModelSource& source = *described;
   std::vector<std::string> records = detail::run_on_every_rank(group, what, [&] {
     FileRecord record = write_rank_file(source, temporary, group.rank(), group.size(), [&](size_t unit) {
       if (view.units[unit].replicated) {
