@@ -158,16 +158,24 @@ std::optional<TrainingState> CheckpointManager::restore(nn::Module& model, const
   return load_sharded(*path, model, with);
 }
 
+std::string resolve(const std::string& path) {
+  if (!is_directory(path) || exists(path + "/" + kMetadataFile)) return path;
+  std::optional<std::string> latest = CheckpointManager(path).latest();
+  TS_CHECK(latest.has_value(), io::IOError, "'", path, "' holds no checkpoint: neither ", kMetadataFile,
+           " (a sharded checkpoint) nor '", kLatest, "' (a folder of checkpoints)");
+  return *latest;
+}
+
+std::unique_ptr<FlatSource> open(const std::string& path) {
+  std::string resolved = resolve(path);
+  if (is_directory(resolved)) return std::make_unique<ShardedCheckpoint>(resolved);
+  return std::make_unique<FullCheckpoint>(resolved);
+}
+
 TrainingState load(const std::string& path, nn::Module& model, const Stateful& with) {
-  if (is_directory(path)) {
-    if (exists(path + "/" + kMetadataFile)) return load_sharded(path, model, with);
-    CheckpointManager manager(path);
-    std::optional<std::string> latest = manager.latest();
-    TS_CHECK(latest.has_value(), io::IOError, "cannot load '", path, "': the folder has neither ", kMetadataFile,
-             " (a sharded checkpoint) nor '", kLatest, "' (a folder of checkpoints)");
-    return load_sharded(*latest, model, with);
-  }
-  return load_full(path, model, with);
+  std::string resolved = resolve(path);
+  if (is_directory(resolved)) return load_sharded(resolved, model, with);
+  return load_full(resolved, model, with);
 }
 
 }  // namespace tessera::checkpoint

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,8 +59,12 @@ class CheckpointManager {
   CheckpointManagerOptions options_;
 };
 
-// Loads a checkpoint of either kind: a sharded checkpoint folder, a CheckpointManager's root
-// (its latest), or a full checkpoint file. Collective.
+// The checkpoint at `path`, whichever kind: a sharded checkpoint folder, a
+// CheckpointManager's root (its latest), or a full checkpoint file.
+std::string resolve(const std::string& path);
+// Opens it for reading (a ShardedCheckpoint or a FullCheckpoint).
+std::unique_ptr<FlatSource> open(const std::string& path);
+// Loads it into `model` and `with`. Collective.
 TrainingState load(const std::string& path, nn::Module& model, const Stateful& with = {});
 
 }  // namespace tessera::checkpoint
