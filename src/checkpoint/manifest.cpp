@@ -38,16 +38,21 @@ json::Value shape_json(const Shape& shape) {
 
 Shape shape_from(const json::Value& value, const JsonReader& reader, std::string_view what, int64_t* numel) {
   Shape shape;
-  int64_t product = 1;
+  // The product of the non-zero sizes is bounded too, even when a zero makes the count 0:
+  // strides multiply them.
+  int64_t nonzero_product = 1;
+  bool has_zero = false;
   for (const json::Value& size : reader.array(value, what)) {
     int64_t extent = reader.integer(size, what, 0, kMaxElements);
-    if (__builtin_mul_overflow(product, extent, &product) || product > kMaxElements) {
+    if (extent == 0) {
+      has_zero = true;
+    } else if (__builtin_mul_overflow(nonzero_product, extent, &nonzero_product) || nonzero_product > kMaxElements) {
       reader.fail(value, what, ": more than ", kMaxElements, " elements");
     }
     shape.push_back(extent);
+    if (shape.size() > 16) reader.fail(value, what, ": more than 16 dimensions");
   }
-  if (shape.size() > 16) reader.fail(value, what, ": ", shape.size(), " dimensions (at most 16)");
-  if (numel != nullptr) *numel = product;
+  if (numel != nullptr) *numel = has_zero ? 0 : nonzero_product;
   return shape;
 }
 

@@ -160,6 +160,9 @@ TEST_CASE("metadata with overlapping, oversized or missing ranges is refused wit
   expect([&](json::Value& m) { parameter(m, 0, 1).set("offset", -1); }, "outside");
   expect([&](json::Value& m) { parameter(m, 0, 0).set("numel", 36); }, "numel 36 but shape [5, 7] has 35");
   expect([&](json::Value& m) { unit(m, 0).set("flat_numel", 45); }, "last parameter ends at 41");
+  expect([&](json::Value& m) {  // a zero does not excuse the other sizes: strides multiply them
+    m.as_object()[4].second.as_object()[1].second.as_array()[0].set("shape", json::Array{0, int64_t{1} << 40, int64_t{1} << 40});
+  }, "more than 1125899906842624 elements");
   expect([&](json::Value& m) { unit(m, 0).set("dtype", "F17"); }, "unknown dtype \"F17\"");
   expect([&](json::Value& m) { unit(m, 0).set("dtype", "I64"); }, "not floating");
   expect([&](json::Value& m) { slice(m, 0, 0).set("end", 30); }, "are in two files");       // fc1: [0,21) [21,41)
