@@ -288,3 +288,76 @@ TEST_CASE("a checkpoint that does not fit is refused and nothing changes") {
   CHECK_THROWS_AS(ckpt::save_sharded(dir.file("nan"), saved.model, {}, bad), ts::ValueError);
   CHECK_FALSE(std::filesystem::exists(dir.file("nan")));
 }
+
+namespace {
+
+// Random inputs of SmallNet's width, targets unused (the loss is the output's mean square).
+class Vectors : public ts::data::Dataset {
+ public:
+  Vectors() {
+    ts::Generator gen(8);
+    x_ = ts::randn({20, 7}, gen);
+  }
+  int64_t size() const override { return 20; }
+  ts::data::Batch get_batch(const std::vector<int64_t>& indices) const override {
+    ts::data::Batch batch;
+    batch.data = ts::empty({static_cast<int64_t>(indices.size()), 7});
+    for (size_t r = 0; r < indices.size(); ++r) batch.data.narrow(0, static_cast<int64_t>(r), 1).copy_(x_.narrow(0, indices[r], 1));
+    batch.target = ts::zeros({static_cast<int64_t>(indices.size())}, {.dtype = ts::DType::i64});
+    return batch;
+  }
+
+ private:
+  ts::Tensor x_;
+};
+
+// The loop of docs/checkpoints.md, as written there; returns the losses it computed.
+std::vector<double> documented_loop(const std::string& root, int epochs) {
+  SmallNet model;
+  model.reset_parameters(4);
+  ts::fsdp::fully_shard(model, one_rank());
+  ts::optim::Adam adam(model.parameters(), {.lr = 0.01});
+  ts::optim::StepLR step_lr(adam, 1, 0.5);
+  Vectors data;
+  uint64_t seed = 21;
+  ts::data::DataLoader loader(data, {.batch_size = 6, .shuffle = true, .seed = seed});
+  std::vector<double> losses;
+
+  namespace ckpt = ts::checkpoint;
+  ckpt::CheckpointManager checkpoints(root, {.keep_last = 3});
+  ckpt::Stateful with{.optimizer = &adam, .scheduler = &step_lr};
+  ckpt::TrainingState state{.seed = seed};
+  if (auto restored = checkpoints.restore(model, with)) state = *restored;      // collective
+  for (; state.epoch < epochs; ++state.epoch, state.batch = 0) {
+    for (const auto& batch : loader.epoch(state.epoch, state.batch)) {          // resumes mid-epoch
+      ts::nn::BatchScope scope({.seed = state.seed, .step = state.step, .first_row = batch.first_row});
+      adam.zero_grad();
+      ts::Tensor loss = model(batch.data).pow(2.0).mean();
+      loss.backward();
+      adam.step();
+      losses.push_back(loss.item<double>());
+      ++state.step;
+      state.batch = batch.index + 1;
+      if (state.step % 5 == 0) checkpoints.save(model, with, state);          // collective
+    }
+    step_lr.step();
+  }
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("the loop in docs/checkpoints.md resumes mid-epoch with the same losses") {
+  TempDir dir;
+  const std::string root = dir.file("ckpt");
+  std::vector<double> uninterrupted = documented_loop(root, 3);  // 4 batches an epoch: 12 steps
+  REQUIRE(uninterrupted.size() == 12);
+  ckpt::CheckpointManager manager(root);
+  CHECK(manager.checkpoints().size() == 2);  // steps 5 and 10
+  // Stopped after step 5 (epoch 1, batch 1): resume from there.
+  ts::io::AtomicFile pointer(root + "/latest");
+  pointer.write("step-00000005\n", 14);
+  pointer.commit();
+  std::vector<double> resumed = documented_loop(root, 3);
+  CHECK(resumed == std::vector<double>(uninterrupted.begin() + 5, uninterrupted.end()));
+}
