@@ -2,6 +2,7 @@
 //
 //   build/examples/mnist --data data/mnist --epochs 1
 //   mpirun -np 4 build/examples/mnist --data data/mnist --epochs 1
+//   mpirun -np 4 build/examples/mnist --checkpoint-dir ckpt --checkpoint-every 200 --resume
 //
 // Under mpirun every rank holds a 1/N shard of every layer, sees its part of each global
 // batch (the global batch is the same at every N), and drops the same activations as one
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "mnist_net.h"
 #include "tessera/dist/dist.h"
@@ -41,6 +43,10 @@ struct Options {
   int64_t log_interval = 10;
   bool dry_run = false;
   bool json = false;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch
+  int64_t keep_checkpoints = 3;  // 0 keeps all
+  bool resume = false;
 };
 
 const char* kUsage = R"(usage: mnist [options]
@@ -63,7 +69,19 @@ with FSDP. Run alone for one rank, or under mpirun for several.
   --log-interval N        batches between progress reports [10]
   --dry-run               run one training batch and one test batch, then stop
   --json                  print one JSON object per line instead of text
+  --checkpoint-dir DIR    save sharded checkpoints under DIR (DIR/step-00000200, ...;
+                          DIR/latest names the newest); each rank writes its own shard
+  --checkpoint-every N    save every N training steps (optimizer steps, counted across
+                          epochs), and at the end of training [0: at the end of every epoch]
+  --keep-checkpoints K    keep the newest K checkpoints [3; 0 keeps all]
+  --resume                continue from DIR/latest when there is one (model, optimizer, learning
+                          rate schedule, step, epoch and batch, seed), at any number of ranks;
+                          without a checkpoint, start from scratch
   --help                  show this help
+
+A resumed run continues exactly: at the same number of ranks its losses are the ones the
+uninterrupted run would have printed, bit for bit. tessera-checkpoint (build/tools) prints
+what a checkpoint holds and converts it to one safetensors file with PyTorch's names.
 )";
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -112,8 +130,13 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--log-interval") o.log_interval = parse_number<int64_t>(flag, value());
     else if (flag == "--dry-run") o.dry_run = true;
     else if (flag == "--json") o.json = true;
+    else if (flag == "--checkpoint-dir") o.checkpoint_dir = value();
+    else if (flag == "--checkpoint-every") o.checkpoint_every = parse_number<int64_t>(flag, value());
+    else if (flag == "--keep-checkpoints") o.keep_checkpoints = parse_number<int64_t>(flag, value());
+    else if (flag == "--resume") o.resume = true;
     else usage_error("unknown option '" + flag + "'");
   }
+  if (o.resume && o.checkpoint_dir.empty()) usage_error("--resume needs --checkpoint-dir");
   if (o.batch_size < 1 || o.test_batch_size < 1) usage_error("batch sizes must be positive");
   if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
     usage_error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
@@ -164,6 +187,19 @@ class Reporter {
     std::fflush(stdout);
   }
 
+  void checkpoint(const std::string& event, const std::string& path, const ts::checkpoint::TrainingState& state) {
+    if (!active_) return;
+    if (json_) {
+      print_json({{"event", event}, {"path", path}, {"step", static_cast<int64_t>(state.step)},
+                  {"epoch", state.epoch}, {"batch", state.batch}});
+    } else {
+      std::printf("%s %s (step %llu, epoch %lld, batch %lld)\n", event == "resume" ? "resumed from" : "saved",
+                  path.c_str(), static_cast<unsigned long long>(state.step), static_cast<long long>(state.epoch),
+                  static_cast<long long>(state.batch));
+      std::fflush(stdout);
+    }
+  }
+
   void line(const std::string& text) {
     if (!active_) return;
     if (json_) {
@@ -194,9 +230,6 @@ int run(int argc, char** argv) {
   ts::data::MNIST train_set(options.data, ts::data::Split::train, ts::data::kMnistNormalize);
   ts::data::MNIST test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize);
   ts::data::DistributedSampler sampler{.rank = world->rank(), .world_size = world->size()};
-  ts::data::DataLoader train_loader(train_set, {.batch_size = options.batch_size, .shuffle = true,
-                                                .seed = options.seed, .sampler = sampler});
-  ts::data::DataLoader test_loader(test_set, {.batch_size = options.test_batch_size, .sampler = sampler});
 
   mnist::Net model;
   model.reset_parameters(options.seed);
@@ -206,32 +239,79 @@ int run(int argc, char** argv) {
   if (!options.init.empty()) model.load_state_dict(ts::io::load(options.init));
   auto optimizer = make_optimizer(options, model.parameters());
   ts::optim::StepLR scheduler(*optimizer, 1, options.gamma);
+  const ts::checkpoint::Stateful stateful{.optimizer = optimizer.get(), .scheduler = &scheduler};
+
+  // Where training stands: epochs count from 1; `batch` batches of `epoch` are done.
+  ts::checkpoint::TrainingState state{.step = 0, .epoch = 1, .batch = 0, .seed = options.seed};
+  double loss_sum = 0;  // this epoch's, for its summary
+  int64_t samples = 0;
+  std::optional<ts::checkpoint::CheckpointManager> checkpoints;
+  if (!options.checkpoint_dir.empty()) {
+    checkpoints.emplace(options.checkpoint_dir,
+                        ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints)});
+  }
+  if (options.resume) {
+    if (auto restored = checkpoints->restore(model, stateful)) {
+      const ts::io::json::Value& extra = restored->extra;
+      const ts::io::json::Value* batch_size = extra.find("batch_size");
+      if (batch_size == nullptr || extra.find("loss_sum") == nullptr || extra.find("samples") == nullptr) {
+        throw ts::ValueError("--resume: " + *checkpoints->latest() + " was not saved by this example");
+      }
+      if (batch_size->as_int() != options.batch_size) {
+        throw ts::ValueError(ts::detail::concat("--resume: ", *checkpoints->latest(), " was saved with --batch-size ",
+                                                batch_size->as_int(), "; resume with the same batch size"));
+      }
+      state = *restored;
+      loss_sum = extra.at("loss_sum").as_double();
+      samples = extra.at("samples").as_int();
+      report.checkpoint("resume", *checkpoints->latest(), state);
+      if (state.seed != options.seed) report.line(ts::detail::concat("using the checkpoint's seed ", state.seed));
+    } else {
+      report.line("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
+    }
+  }
+  ts::data::DataLoader train_loader(train_set, {.batch_size = options.batch_size, .shuffle = true,
+                                                .seed = state.seed, .sampler = sampler});
+  ts::data::DataLoader test_loader(test_set, {.batch_size = options.test_batch_size, .sampler = sampler});
   report.line(ts::detail::concat("MNIST: ", train_set.size(), " training and ", test_set.size(),
                                  " test images; ", world->size(), " rank(s), ", ts::get_num_threads(),
-                                 " thread(s) each; ", options.optimizer, " lr ", options.lr));
+                                 " thread(s) each; ", options.optimizer, " lr ", optimizer->lr()));
 
-  uint64_t step = 0;
-  for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
+  // The position last saved (or resumed from): the end of training saves unless it is that.
+  std::pair<uint64_t, int64_t> saved_at{state.step, state.epoch};
+  auto save_checkpoint = [&] {
+    ts::checkpoint::TrainingState saved = state;
+    saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", loss_sum}, {"samples", samples}};
+    report.checkpoint("checkpoint", checkpoints->save(model, stateful, saved), saved);
+    saved_at = {state.step, state.epoch};
+  };
+
+  while (state.epoch <= options.epochs) {
     model.train();
     auto started = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    int64_t samples = 0;
-    ts::data::Epoch batches = train_loader.epoch(epoch);
+    int64_t samples_this_run = 0;
+    ts::data::Epoch batches = train_loader.epoch(state.epoch, state.batch);
     for (const ts::data::Batch& batch : batches) {
-      ts::nn::BatchScope scope({.seed = options.seed, .step = step++, .first_row = batch.first_row});
+      ts::nn::BatchScope scope({.seed = state.seed, .step = state.step, .first_row = batch.first_row});
       optimizer->zero_grad();
       ts::Tensor output = model(batch.data);
       ts::Tensor loss = ts::nll_loss(output, batch.target, {.reduction = ts::Reduction::sum}) /
                         static_cast<double>(batch.global_rows);
       loss.backward();
       optimizer->step();
+      ++state.step;
+      state.batch = batch.index + 1;
 
       ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
       world->all_reduce(global_loss);
       loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
       samples += batch.global_rows;
+      samples_this_run += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
-        report.train(epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_loss.item<double>());
+        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_loss.item<double>());
+      }
+      if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
+        save_checkpoint();
       }
       if (options.dry_run) break;
     }
@@ -253,10 +333,19 @@ int run(int argc, char** argv) {
     world->all_reduce(totals);
     std::vector<double> sums = totals.to_vector<double>();
     int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
-    report.epoch(epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), sums[0] / tested,
-                 static_cast<int64_t>(sums[1]), tested, static_cast<double>(samples) / seconds, seconds);
+    report.epoch(state.epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), sums[0] / tested,
+                 static_cast<int64_t>(sums[1]), tested, static_cast<double>(samples_this_run) / seconds, seconds);
     scheduler.step();
     if (options.dry_run) break;
+    ++state.epoch;
+    state.batch = 0;
+    loss_sum = 0;
+    samples = 0;
+    if (checkpoints && options.checkpoint_every == 0) save_checkpoint();
+  }
+  // At the end of training (a dry run saves only what --checkpoint-every asks for).
+  if (checkpoints && !options.dry_run && saved_at != std::pair<uint64_t, int64_t>{state.step, state.epoch}) {
+    save_checkpoint();
   }
 
   if (!options.save.empty()) {

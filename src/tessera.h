@@ -10,6 +10,8 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/gradcheck.h"
 #include "tessera/io/atomic_file.h"
+#include "tessera/io/crc32c.h"
+#include "tessera/io/durable.h"
 #include "tessera/io/errors.h"
 #include "tessera/io/json.h"
 #include "tessera/io/safetensors.h"
@@ -38,3 +40,4 @@
 #include "tessera/models/models.h"
 #include "tessera/optim/optim.h"
 #include "tessera/fsdp/fsdp.h"
+#include "tessera/checkpoint/checkpoint.h"

@@ -27,12 +27,17 @@ struct EpochPlan {
   int64_t batch_size = 0;
   int64_t batches = 0;
   int64_t epoch = 0;
+  int64_t first_batch = 0;  // where this pass starts (a resumed epoch)
   DistributedSampler sampler;
 
-  EpochPlan(std::shared_ptr<const Dataset> dataset_in, const DataLoaderOptions& options, int64_t epoch_in)
-      : dataset(std::move(dataset_in)), batch_size(options.batch_size), epoch(epoch_in), sampler(options.sampler) {
+  EpochPlan(std::shared_ptr<const Dataset> dataset_in, const DataLoaderOptions& options, int64_t epoch_in,
+            int64_t first_batch_in = 0)
+      : dataset(std::move(dataset_in)), batch_size(options.batch_size), epoch(epoch_in), first_batch(first_batch_in),
+        sampler(options.sampler) {
     const int64_t size = dataset->size();
     batches = batches_per_epoch(size, batch_size, options.drop_last);
+    TS_CHECK(first_batch >= 0 && first_batch <= batches, IndexError, "DataLoader: first batch ", first_batch,
+             " of an epoch of ", batches, " batches");
     if (options.shuffle) {
       order = epoch_permutation(size, options.seed, epoch);
     } else {
@@ -92,7 +97,7 @@ struct Epoch::State {
   std::exception_ptr error;
   bool stop = false;
 
-  State(EpochPlan plan_in, bool prefetch_in) : plan(std::move(plan_in)), prefetch(prefetch_in) {}
+  State(EpochPlan plan_in, bool prefetch_in) : plan(std::move(plan_in)), prefetch(prefetch_in), next(plan.first_batch) {}
 
   ~State() {
     {
@@ -104,7 +109,7 @@ struct Epoch::State {
   }
 
   void run_worker() {
-    for (int64_t b = 0; b < plan.batches; ++b) {
+    for (int64_t b = plan.first_batch; b < plan.batches; ++b) {
       {
         std::lock_guard lock(mutex);
         if (stop) return;
@@ -179,7 +184,7 @@ Epoch::Iterator Epoch::begin() {
   TS_CHECK(state_ != nullptr, ValueError, "Epoch::begin() on a moved-from Epoch");
   TS_CHECK(!state_->started, ValueError, "an Epoch is a single pass: begin() was already called");
   state_->started = true;
-  if (state_->prefetch && state_->plan.batches > 0) {
+  if (state_->prefetch && state_->plan.batches > state_->plan.first_batch) {
     State* state = state_.get();
     state->worker = std::thread([state] { state->run_worker(); });
   }
@@ -187,7 +192,9 @@ Epoch::Iterator Epoch::begin() {
   return Iterator(this);
 }
 
-int64_t Epoch::size() const { return state_ ? state_->plan.batches : 0; }
+int64_t Epoch::size() const { return state_ ? state_->plan.batches - state_->plan.first_batch : 0; }
+
+int64_t Epoch::first_batch() const { return state_ ? state_->plan.first_batch : 0; }
 
 const Batch& Epoch::Iterator::operator*() const {
   TS_CHECK(epoch_ != nullptr && epoch_->state_ && epoch_->state_->has_current, IndexError,
@@ -218,8 +225,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   options_.sampler.check();
 }
 
-Epoch DataLoader::epoch(int64_t epoch) const {
-  return Epoch(std::make_unique<Epoch::State>(EpochPlan(dataset_, options_, epoch), options_.prefetch));
+Epoch DataLoader::epoch(int64_t epoch, int64_t first_batch) const {
+  return Epoch(std::make_unique<Epoch::State>(EpochPlan(dataset_, options_, epoch, first_batch), options_.prefetch));
 }
 
 int64_t DataLoader::size() const { return batches_per_epoch(dataset_->size(), options_.batch_size, options_.drop_last); }

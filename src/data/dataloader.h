@@ -7,6 +7,10 @@
 //   for (int64_t epoch = 0; epoch < 14; ++epoch)
 //     for (const ts::data::Batch& batch : loader.epoch(epoch)) { ... batch.data, batch.target ... }
 //
+// Resuming mid-epoch: loader.epoch(epoch, first_batch) yields batches first_batch, ... of
+// that epoch, the very batches (same indices, same batch.index) the whole epoch would have
+// yielded from there, since an epoch's order is a pure function of (seed, epoch).
+//
 // Every rank runs the same number of batches per epoch (a rank whose share of a short last
 // batch is empty still gets it, with 0 rows), so collectives stay in step. An exception
 // thrown by the dataset on the worker is rethrown on the consumer's thread, from the
@@ -64,7 +68,8 @@ class Epoch {
   // Starts the pass (and the worker) and produces the first batch; callable once.
   Iterator begin();
   std::default_sentinel_t end() const { return {}; }
-  int64_t size() const;  // batches in this epoch
+  int64_t size() const;         // batches this pass yields: the epoch's, less first_batch()
+  int64_t first_batch() const;  // the index of the first batch it yields
 
  private:
   friend class DataLoader;
@@ -79,8 +84,9 @@ class DataLoader {
   DataLoader(const Dataset& dataset, DataLoaderOptions options = {});
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
 
-  // The batches of epoch `epoch` (the shuffle order depends on it; see sampler.h).
-  Epoch epoch(int64_t epoch) const;
+  // The batches of epoch `epoch` (the shuffle order depends on it; see sampler.h), from
+  // batch `first_batch` on (0 <= first_batch <= size(); size() gives an empty pass).
+  Epoch epoch(int64_t epoch, int64_t first_batch = 0) const;
 
   int64_t size() const;  // batches per epoch, the same on every rank
   int64_t dataset_size() const { return dataset_->size(); }

@@ -298,16 +298,21 @@ Tensor read_idx(const std::filesystem::path& file) {
 
   Shape shape;
   uint64_t numel = 1;
+  // Shapes are int64 and the payload is indexed with size_t: keep the count inside both. The
+  // product of the non-zero sizes must fit too, even when a zero size makes the count 0,
+  // because strides multiply them ([0, 2^30, 2^30, 2^30] would overflow a stride).
+  uint64_t nonzero_product = 1;
   for (int d = 0; d < ndim; ++d) {
     std::array<uint8_t, 4> bytes{};
     const uint64_t field_offset = source->offset();
     read_field(*source, bytes.data(), 4, reporter, detail::concat("the big-endian u32 size of dimension ", d));
     const uint32_t size = load_big_endian<uint32_t>(bytes.data());
     shape.push_back(size);
-    // Shapes are int64 and the payload is indexed with size_t: keep the count inside both.
-    if (__builtin_mul_overflow(numel, uint64_t{size}, &numel) || numel > static_cast<uint64_t>(INT64_MAX)) {
+    if (size != 0 && (__builtin_mul_overflow(nonzero_product, uint64_t{size}, &nonzero_product) ||
+                      nonzero_product > static_cast<uint64_t>(INT64_MAX))) {
       reporter.fail(field_offset, "the sizes so far, ", shape_str(shape), ", have more elements than fit in 63 bits");
     }
+    numel *= size;  // 0 or nonzero_product: cannot overflow
   }
   uint64_t payload_bytes = 0;
   if (__builtin_mul_overflow(numel, uint64_t{element->file_bytes}, &payload_bytes) ||

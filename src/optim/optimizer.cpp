@@ -138,7 +138,7 @@ void Optimizer::set_hyperparameter_values(const std::vector<Value>& values) {
   }
 }
 
-StateDict Optimizer::state_dict() const {
+StateDict Optimizer::param_groups_state_dict() const {
   StateDict out;
   for (const auto& entry : hyperparameters_) {
     const std::string key = kGroupPrefix + entry.name;
@@ -153,6 +153,11 @@ StateDict Optimizer::state_dict() const {
   }
   out.insert(std::string(kGroupPrefix) + "params",
              arange(static_cast<double>(params_.size()), {.dtype = DType::i64}));
+  return out;
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict out = param_groups_state_dict();
   for (size_t i = 0; i < state_.size(); ++i) {
     for (const auto& [name, value] : state_[i]) {
       out.insert(kStatePrefix + std::to_string(i) + "." + name, value.detach().clone());

@@ -52,6 +52,10 @@ class Optimizer {
   const StateDict& state(size_t index) const;
 
   StateDict state_dict() const;
+  // The "param_groups.0.*" entries of state_dict() alone (hyper-parameters and "params"),
+  // without copying the per-parameter state: what a checkpoint records beside the state
+  // it writes straight from state(i).
+  StateDict param_groups_state_dict() const;
   // Replaces hyper-parameters and state with `state`. Every key must be known, every
   // hyper-parameter present and valid, every state tensor shaped as its parameter;
   // otherwise ValueError naming the keys, and this optimizer is left unchanged.

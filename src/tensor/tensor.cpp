@@ -108,7 +108,8 @@ void read_elements(const Tensor& tensor, void* out, DType out_dtype) {
   if (host.is_cuda()) host = native::to_device(host, Device::cpu());
   Tensor destination = native::empty(host.sizes(), out_dtype, Device::cpu());
   native::copy_(destination, host);
-  std::memcpy(out, destination.data_ptr(), destination.nbytes());
+  // memcpy with a null pointer is undefined even for 0 bytes (an empty vector's data()).
+  if (destination.nbytes() > 0) std::memcpy(out, destination.data_ptr(), destination.nbytes());
 }
 
 }  // namespace detail

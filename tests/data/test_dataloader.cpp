@@ -154,6 +154,44 @@ TEST_CASE("DataLoader prefetch on and off give identical batches") {
   }
 }
 
+TEST_CASE("DataLoader resumes an epoch at any batch with the batches the whole epoch yields from there") {
+  IndexDataset dataset(57);
+  for (bool prefetch : {true, false}) {
+    for (int64_t world_size : {1, 3}) {
+      for (int64_t rank = 0; rank < world_size; ++rank) {
+        CAPTURE(prefetch);
+        CAPTURE(rank);
+        DataLoaderOptions options{.batch_size = 8, .shuffle = true, .seed = 5, .sampler = {rank, world_size}};
+        options.prefetch = prefetch;
+        DataLoader loader(dataset, options);
+        std::vector<Batch> whole = collect(loader, 2);
+        REQUIRE(whole.size() == 8);  // ceil(57 / 8)
+        for (int64_t first = 0; first <= 8; ++first) {
+          CAPTURE(first);
+          ts::data::Epoch pass = loader.epoch(2, first);
+          CHECK(pass.size() == 8 - first);
+          CHECK(pass.first_batch() == first);
+          int64_t expected = first;
+          for (const Batch& batch : pass) {
+            REQUIRE(expected < 8);
+            const Batch& reference = whole[static_cast<size_t>(expected)];
+            CHECK(batch.index == expected);
+            CHECK(batch.target.to_vector<int64_t>() == reference.target.to_vector<int64_t>());
+            CHECK(batch.data.to_vector<float>() == reference.data.to_vector<float>());
+            CHECK(batch.first_row == reference.first_row);
+            CHECK(batch.global_rows == reference.global_rows);
+            ++expected;
+          }
+          CHECK(expected == 8);
+        }
+      }
+    }
+  }
+  DataLoader loader(dataset, {.batch_size = 8});
+  CHECK_THROWS_AS(loader.epoch(0, 9), ts::IndexError);
+  CHECK_THROWS_AS(loader.epoch(0, -1), ts::IndexError);
+}
+
 TEST_CASE("DataLoader rethrows the dataset's exception on the consumer") {
   for (bool prefetch : {true, false}) {
     CAPTURE(prefetch);

@@ -267,6 +267,12 @@ TEST_CASE("IDX sizes that overflow or promise more than the file holds") {
     // (2^32-1)^2 already exceeds 2^63: the second size is where it goes wrong.
     CHECK(contains(message, "byte offset 8: the sizes so far, [4294967295, 4294967295], have more elements"));
   }
+  SUBCASE("a zero size does not excuse the others from fitting 63 bits (found by fuzz_idx)") {
+    // No elements, so no data: but strides multiply the non-zero sizes and would overflow.
+    data_test::write_raw(dir / "zero.idx", data_test::idx_header(0x0B, {0, 0xFF0D01, 0x16000003, 0x3FFFC02C}));
+    std::string message = data_error_of([&] { ts::data::read_idx(dir / "zero.idx"); });
+    CHECK(contains(message, "byte offset 16: the sizes so far, [0, 16715009, 369098755, 1073725484], have more elements"));
+  }
   SUBCASE("bytes overflow") {
     data_test::write_raw(dir / "wide.idx", data_test::idx_header(0x0E, {0x7FFFFFFF, 0x7FFFFFFF}));
     std::string message = data_error_of([&] { ts::data::read_idx(dir / "wide.idx"); });

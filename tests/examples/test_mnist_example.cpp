@@ -56,6 +56,11 @@ void write_fake_mnist(const std::filesystem::path& root) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+std::string read_text(const std::string& path) {
+  Bytes bytes = data_test::read_bytes(path);
+  return std::string(bytes.begin(), bytes.end());
+}
+
 }  // namespace
 
 TEST_CASE("--help lists the flags; an unknown flag is a usage error") {
@@ -63,7 +68,8 @@ TEST_CASE("--help lists the flags; an unknown flag is a usage error") {
   CHECK(help.status == 0);
   for (const char* flag : {"--data", "--epochs", "--batch-size", "--test-batch-size", "--lr", "--optimizer",
                            "--momentum", "--gamma", "--seed", "--threads", "--save", "--init", "--log-interval",
-                           "--dry-run", "--json"}) {
+                           "--dry-run", "--json", "--checkpoint-dir", "--checkpoint-every", "--keep-checkpoints",
+                           "--resume"}) {
     CHECK_MESSAGE(contains(help.out, flag), flag);
   }
   Run bad = run_example("--epochs two");
@@ -159,4 +165,92 @@ TEST_CASE("missing, truncated and corrupt inputs end with a clear error and a no
   CHECK(wrong.status != 0);
   CHECK(contains(wrong.err, "fc1.weight: checkpoint [2, 2], model [128, 9216]"));
   CHECK(contains(wrong.err, "missing keys"));
+}
+
+namespace {
+
+struct TrainLine {
+  int64_t epoch, batch;
+  std::string loss;  // as printed: shortest round-trip text, so equal text is equal bits
+  bool operator==(const TrainLine&) const = default;
+};
+
+struct Printed {
+  std::vector<TrainLine> train;
+  std::vector<std::string> epoch_train_losses;
+  std::vector<int64_t> saved_steps;
+  int64_t resumed_step = -1;
+};
+
+Printed parse_printed(const std::string& out) {
+  Printed printed;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    ts::io::json::Value value = ts::io::json::parse(line);
+    const std::string& event = value.at("event").as_string();
+    if (event == "train") {
+      printed.train.push_back({value.at("epoch").as_int(), value.at("batch").as_int(),
+                               ts::io::json::write(value.at("loss"))});
+    } else if (event == "epoch") {
+      printed.epoch_train_losses.push_back(ts::io::json::write(value.at("train_loss")));
+    } else if (event == "checkpoint") {
+      printed.saved_steps.push_back(value.at("step").as_int());
+    } else if (event == "resume") {
+      printed.resumed_step = value.at("step").as_int();
+    }
+  }
+  return printed;
+}
+
+}  // namespace
+
+TEST_CASE("--checkpoint-dir, --checkpoint-every and --resume continue a run exactly") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  const std::string checkpoints = (data / "ckpt").string();
+  // 96 images in batches of 16: 6 steps per epoch, 12 in all; a checkpoint every 4 steps.
+  const std::string common = "--data " + data.path().string() + " --epochs 2 --batch-size 16 --test-batch-size 20 " +
+                             "--optimizer adam --lr 0.01 --gamma 0.5 --json --threads 1 --log-interval 1 " +
+                             "--checkpoint-dir " + checkpoints + " --checkpoint-every 4";
+  Run full = run_example(common);
+  INFO(full.err);
+  REQUIRE(full.status == 0);
+  Printed uninterrupted = parse_printed(full.out);
+  REQUIRE(uninterrupted.train.size() == 12);
+  // Steps 4, 8 and 12, and step 12 again at the end of training (after the last epoch's test).
+  CHECK(uninterrupted.saved_steps == std::vector<int64_t>{4, 8, 12, 12});
+  CHECK(read_text(checkpoints + "/latest") == "step-00000012\n");
+
+  // Stopped after step 4 (epoch 1, batch 4 of 6): point latest there and resume. The rest of
+  // the run, including the first epoch's summary, is printed again bit for bit.
+  ts::io::AtomicFile pointer(checkpoints + "/latest");
+  pointer.write("step-00000004\n", 14);
+  pointer.commit();
+  Run resumed = run_example(common + " --resume");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  Printed continued = parse_printed(resumed.out);
+  CHECK(continued.resumed_step == 4);
+  CHECK(continued.train == std::vector<TrainLine>(uninterrupted.train.begin() + 4, uninterrupted.train.end()));
+  CHECK(continued.epoch_train_losses == uninterrupted.epoch_train_losses);
+
+  // Resumed at the end, with two more epochs: it goes on from step 12.
+  Run more = run_example(common + " --resume --epochs 3");
+  INFO(more.err);
+  REQUIRE(more.status == 0);
+  Printed extended = parse_printed(more.out);
+  CHECK(extended.resumed_step == 12);
+  REQUIRE(extended.train.size() == 6);
+  CHECK(extended.train.front().epoch == 3);
+
+  // A different batch size cannot continue this run; --resume needs a folder.
+  Run mismatched = run_example(common + " --resume --batch-size 32");
+  CHECK(mismatched.status == 1);
+  CHECK(contains(mismatched.err, "was saved with --batch-size 16"));
+  CHECK(run_example("--resume").status == 2);
+  // Nothing to resume from: a fresh start, said so.
+  Run fresh = run_example("--data " + data.path().string() + " --dry-run --json --threads 1 --checkpoint-dir " +
+                          (data / "empty").string() + " --resume");
+  CHECK(fresh.status == 0);
+  CHECK(contains(fresh.out, "starting from scratch"));
 }

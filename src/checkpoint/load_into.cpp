@@ -1,0 +1,176 @@
+#include "tessera/checkpoint/load_into.h"
+
+#include <set>
+
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/checkpoint/collective.h"
+#include "tessera/checkpoint/errors.h"
+#include "tessera/checkpoint/model_view.h"
+#include "tessera/fsdp/state.h"
+#include "tessera/io/crc32c.h"
+#include "tessera/tensor/factory.h"
+#include "tessera/tensor/native.h"
+
+namespace tessera::checkpoint::detail {
+
+namespace {
+
+std::string describe_unit(const std::string& name, DType dtype, int64_t flat_numel,
+                          const std::vector<fsdp::FlatEntry>& parameters) {
+  std::string names;
+  for (const fsdp::FlatEntry& entry : parameters) names += (names.empty() ? "" : ", ") + entry.name + " " + shape_str(entry.shape);
+  return tessera::detail::concat("'", name, "' (", dtype_name(dtype), ", ", flat_numel, " elements: ", names, ")");
+}
+
+// ValueError unless `record` describes the unit the model has.
+void check_unit(const UnitRecord& record, const fsdp::UnitInfo& info, const std::string& what) {
+  const fsdp::FlatLayout& layout = info.layout;
+  bool same = record.dtype == layout.dtype() && record.flat_numel == layout.flat_numel() &&
+              record.parameters.size() == layout.entries().size();
+  for (size_t i = 0; same && i < record.parameters.size(); ++i) {
+    const fsdp::FlatEntry& a = record.parameters[i];
+    const fsdp::FlatEntry& b = layout.entries()[i];
+    same = a.name == b.name && a.shape == b.shape && a.offset == b.offset;
+  }
+  TS_CHECK(same, ValueError, what, ": unit ", describe_unit(record.name, record.dtype, record.flat_numel, record.parameters),
+           " in the checkpoint differs from the model's ",
+           describe_unit(info.name, layout.dtype(), layout.flat_numel(), layout.entries()));
+}
+
+// What a rank read, waiting to be committed.
+struct Prepared {
+  std::vector<Tensor> shards;  // per model unit
+  StateDict optimizer_state;   // in Optimizer::state_dict's layout; empty when not loading one
+  StateDict scheduler_state;
+  std::vector<Tensor> buffers;  // per model buffer
+  uint32_t fingerprint = 0;
+};
+
+// This rank's shard of flat tensor `state` of manifest unit `index`: zeros (the padding)
+// with the unpadded part read from the source.
+Tensor read_shard(const FlatSource& source, size_t index, const std::string& state, const fsdp::UnitInfo& info) {
+  Tensor shard = native::zeros({info.shard.numel()}, info.layout.dtype(), Device::cpu());
+  const int64_t flat = info.layout.flat_numel();
+  const int64_t begin = std::min(info.range.begin, flat), end = std::min(info.range.end, flat);
+  if (end > begin) source.read(index, state, begin, native::narrow(shard, 0, 0, end - begin));
+  return shard;
+}
+
+Prepared prepare(const FlatSource& source, const ModelView& view, const Stateful& with, const std::string& what) {
+  const Manifest& manifest = source.manifest();
+  Prepared prepared;
+  std::string text = io::json::write(to_json(manifest));
+  prepared.fingerprint = io::crc32c(text.data(), text.size());
+
+  std::set<std::string> model_units;
+  for (const ModelUnit& unit : view.units) model_units.insert(unit.info.name);
+  for (const UnitRecord& record : manifest.units) {
+    TS_CHECK(model_units.count(record.name), ValueError, what, ": the checkpoint's unit ",
+             describe_unit(record.name, record.dtype, record.flat_numel, record.parameters),
+             " is not a unit of the model (shard the model with the same wrap policy)");
+  }
+  std::vector<size_t> record_of;  // manifest index per model unit
+  for (const ModelUnit& unit : view.units) {
+    const UnitRecord* record = manifest.find_unit(unit.info.name);
+    TS_CHECK(record != nullptr, ValueError, what, ": the model's unit ",
+             describe_unit(unit.info.name, unit.info.layout.dtype(), unit.info.layout.flat_numel(),
+                           unit.info.layout.entries()),
+             " is not in the checkpoint");
+    check_unit(*record, unit.info, what);
+    record_of.push_back(static_cast<size_t>(record - manifest.units.data()));
+  }
+
+  if (with.optimizer != nullptr) {
+    TS_CHECK(!manifest.optimizer.empty(), ValueError, what, ": the checkpoint holds no optimizer state, but an ",
+             with.optimizer->type_name(), " was given to load");
+    TS_CHECK(manifest.optimizer == with.optimizer->type_name(), ValueError, what, ": the checkpoint holds ",
+             manifest.optimizer, " state, but the optimizer is ", with.optimizer->type_name());
+    for (const auto& [name, value] : manifest.optimizer_hyperparameters) {
+      prepared.optimizer_state.insert("param_groups.0." + name, value);
+    }
+    prepared.optimizer_state.insert("param_groups.0.params",
+                                    arange(static_cast<double>(with.optimizer->params().size()), {.dtype = DType::i64}));
+  }
+  for (size_t k = 0; k < view.units.size(); ++k) {
+    const ModelUnit& unit = view.units[k];
+    const UnitRecord& record = manifest.units[record_of[k]];
+    prepared.shards.push_back(read_shard(source, record_of[k], "", unit.info));
+    if (with.optimizer == nullptr || (record.state_tensors.empty() && record.state_scalars.empty())) continue;
+    TS_CHECK(unit.optimizer_index >= 0, ValueError, what, ": the checkpoint holds optimizer state for unit '",
+             record.name, "', whose flat parameter '", unit.flat_parameter, "' the optimizer does not update");
+    // Scalars first: the order Tessera's optimizers create their state in ("step", then tensors).
+    const std::string prefix = "state." + std::to_string(unit.optimizer_index) + ".";
+    for (const auto& [name, value] : record.state_scalars) prepared.optimizer_state.insert(prefix + name, value);
+    for (const std::string& state : record.state_tensors) {
+      prepared.optimizer_state.insert(prefix + state, read_shard(source, record_of[k], state, unit.info));
+    }
+  }
+
+  if (with.scheduler != nullptr) {
+    TS_CHECK(!manifest.scheduler.empty(), ValueError, what,
+             ": the checkpoint holds no scheduler state, but a StepLR was given to load");
+    prepared.scheduler_state = manifest.scheduler_state;
+  }
+
+  std::set<std::string> model_buffers;
+  for (const auto& [name, slot] : view.buffers) {
+    model_buffers.insert(name);
+    const BufferRecord* record = nullptr;
+    for (const BufferRecord& candidate : manifest.buffers) {
+      if (candidate.name == name) record = &candidate;
+    }
+    TS_CHECK(record != nullptr, ValueError, what, ": the model's buffer '", name, "' is not in the checkpoint");
+    TS_CHECK(record->shape == slot->sizes() && record->dtype == slot->dtype(), ValueError, what, ": buffer '", name,
+             "' is ", dtype_name(record->dtype), " ", shape_str(record->shape), " in the checkpoint but ",
+             slot->str(), " in the model");
+    prepared.buffers.push_back(source.buffer(name));
+  }
+  for (const BufferRecord& record : manifest.buffers) {
+    TS_CHECK(model_buffers.count(record.name), ValueError, what, ": the checkpoint's buffer '", record.name,
+             "' is not a buffer of the model");
+  }
+  return prepared;
+}
+
+// Installs what was read. The optimizer and scheduler validate before changing anything,
+// so they go first; copying tensors cannot fail on a mismatch after prepare().
+void commit(Prepared& prepared, const ModelView& view, const Stateful& with) {
+  if (with.optimizer != nullptr) with.optimizer->load_state_dict(prepared.optimizer_state);
+  if (with.scheduler != nullptr) with.scheduler->load_state_dict(prepared.scheduler_state);
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < view.units.size(); ++k) {
+    Tensor shard = view.units[k].info.shard.detach();
+    native::copy_(shard, prepared.shards[k]);
+  }
+  for (size_t b = 0; b < view.buffers.size(); ++b) {
+    Tensor buffer = view.buffers[b].second->detach();
+    native::copy_(buffer, prepared.buffers[b]);
+  }
+  // Gathered buffers now hold stale values: release them (NO_SHARD's buffer is the shard).
+  for (auto& unit : fsdp::detail::state_of(*view.model).units()) unit->reshard();
+}
+
+}  // namespace
+
+TrainingState load_into_model(const std::string& what, const std::function<std::unique_ptr<FlatSource>()>& open,
+                              nn::Module& model, const Stateful& with) {
+  ModelView view = ModelView::of(model, with.optimizer);
+  std::unique_ptr<FlatSource> source;
+  Prepared prepared;
+  std::vector<std::string> fingerprints = run_on_every_rank(*view.group, what, [&] {
+    source = open();
+    prepared = prepare(*source, view, with, what);
+    return std::to_string(prepared.fingerprint);
+  });
+  for (size_t rank = 1; rank < fingerprints.size(); ++rank) {
+    if (fingerprints[rank] != fingerprints[0]) {
+      throw CheckpointError(tessera::detail::concat(what, ": the ranks read different checkpoints (rank 0's manifest has CRC32C ",
+                                                    fingerprints[0], ", rank ", rank, "'s ", fingerprints[rank],
+                                                    "); is the directory shared by all ranks, and unchanged?"));
+    }
+  }
+  commit(prepared, view, with);
+  return source->manifest().training;
+}
+
+}  // namespace tessera::checkpoint::detail

@@ -1,0 +1,417 @@
+// The manifest: built from a live model, written as JSON, and read back with every field
+// validated (a checkpoint may be corrupt or hostile; nothing from it is trusted).
+#include "tessera/checkpoint/manifest.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "tessera/checkpoint/model_view.h"
+#include "tessera/io/crc32c.h"
+#include "tessera/io/safetensors.h"
+#include "tessera/tensor/factory.h"
+
+namespace tessera::checkpoint {
+
+namespace json = io::json;
+using detail::JsonReader;
+
+namespace {
+
+// Counts above this are refused on reading: far beyond any real model, and small enough
+// that sums and byte counts of a few of them cannot overflow int64.
+constexpr int64_t kMaxElements = int64_t{1} << 50;
+
+constexpr const char* kGroupPrefix = "param_groups.0.";
+
+json::Value double_json(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
+}
+
+json::Value shape_json(const Shape& shape) {
+  json::Array sizes;
+  for (int64_t size : shape) sizes.emplace_back(size);
+  return sizes;
+}
+
+Shape shape_from(const json::Value& value, const JsonReader& reader, std::string_view what, int64_t* numel) {
+  Shape shape;
+  // The product of the non-zero sizes is bounded too, even when a zero makes the count 0:
+  // strides multiply them.
+  int64_t nonzero_product = 1;
+  bool has_zero = false;
+  for (const json::Value& size : reader.array(value, what)) {
+    int64_t extent = reader.integer(size, what, 0, kMaxElements);
+    if (extent == 0) {
+      has_zero = true;
+    } else if (__builtin_mul_overflow(nonzero_product, extent, &nonzero_product) || nonzero_product > kMaxElements) {
+      reader.fail(value, what, ": more than ", kMaxElements, " elements");
+    }
+    shape.push_back(extent);
+    if (shape.size() > 16) reader.fail(value, what, ": more than 16 dimensions");
+  }
+  if (numel != nullptr) *numel = has_zero ? 0 : nonzero_product;
+  return shape;
+}
+
+DType dtype_from(const json::Value& value, const JsonReader& reader, std::string_view what, bool floating_only) {
+  const std::string& name = reader.string(value, what);
+  std::optional<DType> dtype = io::dtype_from_safetensors(name);
+  if (!dtype) reader.fail(value, what, ": unknown dtype \"", name, "\" (Tessera reads F32, F64, I64, U8 and BF16)");
+  if (floating_only && !is_floating(*dtype)) reader.fail(value, what, ": dtype ", name, " is not floating");
+  return *dtype;
+}
+
+double double_from(const json::Value& value, const JsonReader& reader, std::string_view what) {
+  if (value.is_string()) {
+    const std::string& text = value.as_string();
+    if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (text == "inf") return std::numeric_limits<double>::infinity();
+    if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  if (!value.is_number()) reader.fail(value, what, ": expected a number, found ", json::kind_name(value.kind()));
+  return value.as_double();
+}
+
+const std::string& name_from(const json::Value& value, const JsonReader& reader, std::string_view what) {
+  const std::string& name = reader.string(value, what);
+  if (name.empty()) reader.fail(value, what, ": empty name");
+  if (name.size() > 4096) reader.fail(value, what, ": a name of ", name.size(), " bytes");
+  return name;
+}
+
+// A tensor of any small shape, in the general form.
+json::Value general_tensor_json(const Tensor& tensor) {
+  json::Array values;
+  Tensor flat = tensor.detach().contiguous().view({-1});
+  if (is_floating(tensor.dtype())) {
+    for (double v : flat.to(DType::f64).to_vector<double>()) values.push_back(double_json(v));
+  } else {
+    for (int64_t v : flat.to(DType::i64).to_vector<int64_t>()) values.emplace_back(v);
+  }
+  return json::Object{{"dtype", std::string(io::safetensors_dtype_name(tensor.dtype()))},
+                      {"shape", shape_json(tensor.sizes())},
+                      {"values", std::move(values)}};
+}
+
+Tensor general_tensor_from(const json::Value& value, const JsonReader& reader, std::string_view what) {
+  DType dtype = dtype_from(reader.member(value, "dtype", what), reader, what, false);
+  int64_t numel = 0;
+  Shape shape = shape_from(reader.member(value, "shape", what), reader, what, &numel);
+  const json::Value& values = reader.member(value, "values", what);
+  const json::Array& list = reader.array(values, what);
+  if (static_cast<int64_t>(list.size()) != numel) {
+    reader.fail(values, what, ": ", list.size(), " values for shape ", shape_str(shape));
+  }
+  if (is_floating(dtype)) {
+    std::vector<double> numbers;
+    for (const json::Value& v : list) numbers.push_back(double_from(v, reader, what));
+    return tensor<double>(numbers, shape).to(dtype);
+  }
+  std::vector<int64_t> numbers;
+  for (const json::Value& v : list) numbers.push_back(reader.integer(v, what, std::numeric_limits<int64_t>::min()));
+  return tensor<int64_t>(numbers, shape).to(dtype);
+}
+
+}  // namespace
+
+const UnitRecord* Manifest::find_unit(const std::string& name) const {
+  for (const UnitRecord& unit : units) {
+    if (unit.name == name) return &unit;
+  }
+  return nullptr;
+}
+
+int64_t Manifest::parameter_numel() const {
+  int64_t total = 0;
+  for (const UnitRecord& unit : units) {
+    for (const fsdp::FlatEntry& entry : unit.parameters) total += entry.numel;
+  }
+  return total;
+}
+
+json::Value small_tensors_to_json(const StateDict& tensors) {
+  json::Object out;
+  for (const auto& [name, tensor] : tensors) {
+    if (tensor.dim() == 0 && tensor.dtype() == DType::f64) {
+      out.emplace_back(name, double_json(tensor.item<double>()));
+    } else if (tensor.dim() == 0 && tensor.dtype() == DType::i64) {
+      out.emplace_back(name, tensor.item<int64_t>());
+    } else if (tensor.dim() == 1 && tensor.dtype() == DType::f64) {
+      json::Array values;
+      for (double v : tensor.detach().contiguous().to_vector<double>()) values.push_back(double_json(v));
+      out.emplace_back(name, std::move(values));
+    } else {
+      out.emplace_back(name, general_tensor_json(tensor));
+    }
+  }
+  return out;
+}
+
+StateDict small_tensors_from_json(const json::Value& value, const JsonReader& reader, std::string_view what) {
+  StateDict out;
+  for (const auto& [name, entry] : reader.object(value, what)) {
+    std::string where = tessera::detail::concat(what, " \"", name, "\"");
+    if (entry.is_int()) {
+      out.insert(name, full({}, 0.0, {.dtype = DType::i64}));
+      out.at(name).data_ptr<int64_t>()[0] = entry.as_int();  // exact beyond 2^53
+    } else if (entry.is_number() || entry.is_string()) {
+      out.insert(name, full({}, double_from(entry, reader, where), {.dtype = DType::f64}));
+    } else if (entry.is_array()) {
+      std::vector<double> numbers;
+      for (const json::Value& v : entry.as_array()) numbers.push_back(double_from(v, reader, where));
+      if (numbers.size() > 1'000'000) reader.fail(entry, where, ": too many values");
+      out.insert(name, tensor<double>(numbers, {static_cast<int64_t>(numbers.size())}));
+    } else {
+      out.insert(name, general_tensor_from(entry, reader, where));
+    }
+  }
+  return out;
+}
+
+json::Value training_state_to_json(const TrainingState& state) {
+  TS_CHECK(state.extra.is_object(), ValueError, "checkpoint: TrainingState::extra must be a JSON object, it is ",
+           json::kind_name(state.extra.kind()));
+  json::Object generators;
+  for (const auto& [name, generator] : state.generators) {
+    generators.emplace_back(name, json::Object{{"seed", detail::unsigned64_json(generator.seed)},
+                                               {"stream", detail::unsigned64_json(generator.stream)},
+                                               {"offset", detail::unsigned64_json(generator.offset)}});
+  }
+  return json::Object{{"step", detail::unsigned64_json(state.step)},
+                      {"epoch", state.epoch},
+                      {"batch", state.batch},
+                      {"seed", detail::unsigned64_json(state.seed)},
+                      {"generators", std::move(generators)},
+                      {"extra", state.extra}};
+}
+
+TrainingState training_state_from_json(const json::Value& value, const JsonReader& reader) {
+  TrainingState state;
+  const char* what = "training";
+  state.step = reader.unsigned64(reader.member(value, "step", what), "training.step");
+  state.epoch = reader.integer(reader.member(value, "epoch", what), "training.epoch", std::numeric_limits<int64_t>::min());
+  state.batch = reader.integer(reader.member(value, "batch", what), "training.batch");
+  state.seed = reader.unsigned64(reader.member(value, "seed", what), "training.seed");
+  for (const auto& [name, generator] : reader.object(reader.member(value, "generators", what), "training.generators")) {
+    std::string where = "training.generators." + name;
+    state.generators[name] = {reader.unsigned64(reader.member(generator, "seed", where), where),
+                              reader.unsigned64(reader.member(generator, "stream", where), where),
+                              reader.unsigned64(reader.member(generator, "offset", where), where)};
+  }
+  state.extra = reader.member(value, "extra", what);
+  reader.object(state.extra, "training.extra");
+  return state;
+}
+
+Manifest describe(nn::Module& model, const Stateful& with, const TrainingState& training) {
+  detail::ModelView view = detail::ModelView::of(model, with.optimizer);
+  Manifest manifest;
+  for (const detail::ModelUnit& unit : view.units) {
+    UnitRecord record;
+    record.name = unit.info.name;
+    record.flat_parameter = unit.flat_parameter;
+    record.dtype = unit.info.layout.dtype();
+    record.flat_numel = unit.info.layout.flat_numel();
+    record.parameters = unit.info.layout.entries();
+    if (unit.optimizer_index >= 0) {
+      for (const auto& [name, state] : with.optimizer->state(static_cast<size_t>(unit.optimizer_index))) {
+        if (state.dim() == 0) {
+          record.state_scalars.insert(name, state.detach().to(DType::f64).clone());
+        } else {
+          TS_CHECK(state.sizes() == unit.info.shard.sizes(), ValueError, "checkpoint: ", with.optimizer->type_name(),
+                   " state '", name, "' of '", unit.flat_parameter, "' is ", state.str(),
+                   ", neither a scalar nor shaped like the shard ", unit.info.shard.str());
+          record.state_tensors.push_back(name);
+        }
+      }
+    }
+    manifest.units.push_back(std::move(record));
+  }
+  for (const auto& [name, slot] : view.buffers) {
+    TS_CHECK(slot->defined(), ValueError, "checkpoint: buffer '", name, "' is undefined");
+    manifest.buffers.push_back({name, slot->dtype(), slot->sizes()});
+  }
+  if (with.optimizer != nullptr) {
+    manifest.optimizer = with.optimizer->type_name();
+    const std::string prefix = kGroupPrefix;
+    for (const auto& [key, value] : with.optimizer->param_groups_state_dict()) {
+      if (key == prefix + "params") continue;
+      manifest.optimizer_hyperparameters.insert(key.substr(prefix.size()), value);
+    }
+  }
+  if (with.scheduler != nullptr) {
+    manifest.scheduler = "StepLR";
+    manifest.scheduler_state = with.scheduler->state_dict();
+  }
+  manifest.training = training;
+  return manifest;
+}
+
+json::Value to_json(const Manifest& manifest) {
+  json::Array units;
+  for (const UnitRecord& unit : manifest.units) {
+    json::Array parameters;
+    for (const fsdp::FlatEntry& entry : unit.parameters) {
+      parameters.push_back(json::Object{{"name", entry.name},
+                                        {"shape", shape_json(entry.shape)},
+                                        {"offset", entry.offset},
+                                        {"numel", entry.numel}});
+    }
+    json::Array state_tensors;
+    for (const std::string& name : unit.state_tensors) state_tensors.emplace_back(name);
+    units.push_back(json::Object{{"name", unit.name},
+                                 {"flat_parameter", unit.flat_parameter},
+                                 {"dtype", std::string(io::safetensors_dtype_name(unit.dtype))},
+                                 {"flat_numel", unit.flat_numel},
+                                 {"parameters", std::move(parameters)},
+                                 {"optimizer_state", json::Object{{"tensors", std::move(state_tensors)},
+                                                                  {"scalars", small_tensors_to_json(unit.state_scalars)}}}});
+  }
+  json::Array buffers;
+  for (const BufferRecord& buffer : manifest.buffers) {
+    buffers.push_back(json::Object{{"name", buffer.name},
+                                   {"dtype", std::string(io::safetensors_dtype_name(buffer.dtype))},
+                                   {"shape", shape_json(buffer.shape)}});
+  }
+  json::Value optimizer = nullptr;
+  if (!manifest.optimizer.empty()) {
+    optimizer = json::Object{{"type", manifest.optimizer},
+                             {"hyperparameters", small_tensors_to_json(manifest.optimizer_hyperparameters)}};
+  }
+  json::Value scheduler = nullptr;
+  if (!manifest.scheduler.empty()) {
+    scheduler = json::Object{{"type", manifest.scheduler}, {"state", small_tensors_to_json(manifest.scheduler_state)}};
+  }
+  return json::Object{{"units", std::move(units)},
+                      {"buffers", std::move(buffers)},
+                      {"optimizer", std::move(optimizer)},
+                      {"scheduler", std::move(scheduler)},
+                      {"training", training_state_to_json(manifest.training)}};
+}
+
+Manifest manifest_from_json(const json::Value& value, const JsonReader& reader) {
+  Manifest manifest;
+  std::set<std::string> unit_names, flat_names, tensor_names;
+  for (const json::Value& unit_json : reader.array(reader.member(value, "units", "manifest"), "units")) {
+    UnitRecord unit;
+    unit.name = name_from(reader.member(unit_json, "name", "unit"), reader, "unit name");
+    const std::string where = "unit '" + unit.name + "'";
+    if (!unit_names.insert(unit.name).second) reader.fail(unit_json, where, ": named twice");
+    const json::Value& flat_json = reader.member(unit_json, "flat_parameter", where);
+    unit.flat_parameter = name_from(flat_json, reader, where + " flat_parameter");
+    if (!flat_names.insert(unit.flat_parameter).second) {
+      reader.fail(flat_json, where, ": flat parameter '", unit.flat_parameter, "' appears twice");
+    }
+    unit.dtype = dtype_from(reader.member(unit_json, "dtype", where), reader, where + " dtype", true);
+    const json::Value& flat_numel_json = reader.member(unit_json, "flat_numel", where);
+    unit.flat_numel = reader.integer(flat_numel_json, where + " flat_numel", 0, kMaxElements);
+
+    int64_t previous_end = 0;
+    for (const json::Value& entry_json : reader.array(reader.member(unit_json, "parameters", where), where)) {
+      fsdp::FlatEntry entry;
+      entry.name = name_from(reader.member(entry_json, "name", where), reader, where + " parameter name");
+      const std::string in = where + " parameter '" + entry.name + "'";
+      if (!tensor_names.insert(entry.name).second) reader.fail(entry_json, in, ": named twice in the checkpoint");
+      int64_t numel = 0;
+      entry.shape = shape_from(reader.member(entry_json, "shape", in), reader, in + " shape", &numel);
+      const json::Value& offset_json = reader.member(entry_json, "offset", in);
+      entry.offset = reader.integer(offset_json, in + " offset", 0, kMaxElements);
+      const json::Value& numel_json = reader.member(entry_json, "numel", in);
+      entry.numel = reader.integer(numel_json, in + " numel", 0, kMaxElements);
+      if (entry.numel != numel) {
+        reader.fail(numel_json, in, ": numel ", entry.numel, " but shape ", shape_str(entry.shape), " has ", numel,
+                    " elements");
+      }
+      if (entry.offset < previous_end) {
+        reader.fail(offset_json, in, ": offset ", entry.offset, " overlaps the previous parameter, which ends at ",
+                    previous_end);
+      }
+      if (entry.offset + entry.numel > unit.flat_numel) {
+        reader.fail(offset_json, in, ": elements [", entry.offset, ", ", entry.offset + entry.numel,
+                    ") run past the unit's flat_numel ", unit.flat_numel);
+      }
+      previous_end = entry.offset + entry.numel;
+      unit.parameters.push_back(std::move(entry));
+    }
+    if (previous_end != unit.flat_numel) {
+      reader.fail(flat_numel_json, where, ": flat_numel ", unit.flat_numel, " but the last parameter ends at ",
+                  previous_end);
+    }
+
+    const json::Value& state_json = reader.member(unit_json, "optimizer_state", where);
+    std::set<std::string> state_names;
+    for (const json::Value& name_json : reader.array(reader.member(state_json, "tensors", where), where)) {
+      const std::string& name = name_from(name_json, reader, where + " optimizer state");
+      if (name.find('/') != std::string::npos || !state_names.insert(name).second) {
+        reader.fail(name_json, where, ": optimizer state name \"", name, "\" is repeated or has a '/'");
+      }
+      unit.state_tensors.push_back(name);
+    }
+    const json::Value& scalars_json = reader.member(state_json, "scalars", where);
+    unit.state_scalars = small_tensors_from_json(scalars_json, reader, where + " optimizer scalars");
+    for (const auto& [name, scalar] : unit.state_scalars) {
+      if (scalar.numel() != 1 || state_names.count(name)) {
+        reader.fail(scalars_json, where, ": optimizer scalar \"", name, "\" is not one value or repeats a tensor");
+      }
+    }
+    manifest.units.push_back(std::move(unit));
+  }
+
+  for (const json::Value& buffer_json : reader.array(reader.member(value, "buffers", "manifest"), "buffers")) {
+    BufferRecord buffer;
+    buffer.name = name_from(reader.member(buffer_json, "name", "buffer"), reader, "buffer name");
+    const std::string where = "buffer '" + buffer.name + "'";
+    if (!tensor_names.insert(buffer.name).second) reader.fail(buffer_json, where, ": named twice in the checkpoint");
+    buffer.dtype = dtype_from(reader.member(buffer_json, "dtype", where), reader, where + " dtype", false);
+    buffer.shape = shape_from(reader.member(buffer_json, "shape", where), reader, where + " shape", nullptr);
+    manifest.buffers.push_back(std::move(buffer));
+  }
+
+  const json::Value& optimizer = reader.member(value, "optimizer", "manifest");
+  if (!optimizer.is_null()) {
+    manifest.optimizer = name_from(reader.member(optimizer, "type", "optimizer"), reader, "optimizer type");
+    manifest.optimizer_hyperparameters =
+        small_tensors_from_json(reader.member(optimizer, "hyperparameters", "optimizer"), reader, "optimizer hyperparameter");
+  }
+  const json::Value& scheduler = reader.member(value, "scheduler", "manifest");
+  if (!scheduler.is_null()) {
+    manifest.scheduler = name_from(reader.member(scheduler, "type", "scheduler"), reader, "scheduler type");
+    if (manifest.scheduler != "StepLR") {
+      reader.fail(scheduler, "scheduler: unknown type \"", manifest.scheduler, "\" (this version knows StepLR)");
+    }
+    manifest.scheduler_state = small_tensors_from_json(reader.member(scheduler, "state", "scheduler"), reader, "scheduler");
+  }
+  manifest.training = training_state_from_json(reader.member(value, "training", "manifest"), reader);
+  return manifest;
+}
+
+std::string write_with_crc(json::Value value) {
+  TS_CHECK(value.is_object(), ValueError, "write_with_crc: expected an object");
+  std::string text = json::write(value);
+  uint32_t crc = io::crc32c(text.data(), text.size());
+  value.set("metadata_crc32c", static_cast<int64_t>(crc));
+  return json::write(value);
+}
+
+json::Value check_and_strip_crc(const json::Value& value, const JsonReader& reader) {
+  const json::Object& members = reader.object(value, "metadata");
+  if (members.empty() || members.back().first != "metadata_crc32c") {
+    reader.fail(value, "the metadata does not end with \"metadata_crc32c\" (truncated, or not written by Tessera)");
+  }
+  const json::Value& recorded = members.back().second;
+  int64_t expected = reader.integer(recorded, "metadata_crc32c", 0, 0xFFFFFFFFll);
+  json::Object content(members.begin(), members.end() - 1);
+  json::Value stripped(std::move(content));
+  std::string text = json::write(stripped);
+  uint32_t computed = io::crc32c(text.data(), text.size());
+  if (computed != static_cast<uint32_t>(expected)) {
+    reader.fail(recorded, "metadata CRC32C mismatch: computed ", computed, " over the metadata, recorded ", expected,
+                " (the metadata is corrupt or was edited)");
+  }
+  return stripped;
+}
+
+}  // namespace tessera::checkpoint

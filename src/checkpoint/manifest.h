@@ -1,0 +1,84 @@
+// What a checkpoint holds, independent of how it is stored (sharded or full): every FSDP
+// unit's flat layout and per-parameter table, the optimizer's type, hyper-parameters and
+// state (per element, flat like the parameters, or scalar), the scheduler's state, the
+// model's buffers and the training position. Sharded and full checkpoints both embed it
+// as JSON (see docs/checkpoints.md for the layout).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/checkpoint/json_reader.h"
+#include "tessera/checkpoint/stateful.h"
+#include "tessera/checkpoint/training_state.h"
+#include "tessera/fsdp/flat_layout.h"
+#include "tessera/io/json.h"
+#include "tessera/nn/module.h"
+#include "tessera/tensor/state_dict.h"
+
+namespace tessera::checkpoint {
+
+// Format version of the metadata this code writes; readers refuse newer versions.
+inline constexpr int64_t kFormatVersion = 1;
+
+struct UnitRecord {
+  std::string name;            // the unit's module path; "(root)" for the root's leftovers
+  std::string flat_parameter;  // the flat shard's name in named_parameters(): "conv1._flat_param"
+  DType dtype = DType::f32;
+  int64_t flat_numel = 0;      // the unpadded flat vector (the same at every world size)
+  std::vector<fsdp::FlatEntry> parameters;  // name, shape, offset, numel, in flat order
+  // The optimizer's state of the flat parameter: tensors shaped like it ("exp_avg"), stored
+  // flat beside it, and scalars ("step", 0-d) kept in the metadata.
+  std::vector<std::string> state_tensors;
+  StateDict state_scalars;
+};
+
+struct BufferRecord {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+};
+
+struct Manifest {
+  std::vector<UnitRecord> units;
+  std::vector<BufferRecord> buffers;  // persistent buffers, replicated (rank 0's are saved)
+  std::string optimizer;              // its type_name(); empty when none was saved
+  StateDict optimizer_hyperparameters;  // "lr", "betas", ...: param_groups.0.* without "params"
+  std::string scheduler;              // "StepLR"; empty when none was saved
+  StateDict scheduler_state;
+  TrainingState training;
+
+  // Unit `name`, or null.
+  const UnitRecord* find_unit(const std::string& name) const;
+  // Elements of all the model's parameters (what a full state dict holds).
+  int64_t parameter_numel() const;
+};
+
+// The manifest of `model` (sharded with fsdp::fully_shard) and `with`, as they are now.
+// ValueError when the model is not sharded or the optimizer steps tensors that are not
+// the model's flat shards.
+Manifest describe(nn::Module& model, const Stateful& with, const TrainingState& training);
+
+io::json::Value to_json(const Manifest& manifest);
+// Validates everything (kinds, ranges, overlapping or oversized offsets, duplicate names);
+// FormatError naming `reader.file()` and the byte offset otherwise.
+Manifest manifest_from_json(const io::json::Value& value, const detail::JsonReader& reader);
+
+// Small tensors (hyper-parameters, scalar state) as JSON: a 0-d float64 as a number, a
+// 0-d int64 as an integer, a 1-D float64 as an array of numbers (non-finite values as the
+// strings "nan", "inf", "-inf"), anything else as {"dtype", "shape", "values"}. Exact:
+// doubles are written in their shortest round-trip form.
+io::json::Value small_tensors_to_json(const StateDict& tensors);
+StateDict small_tensors_from_json(const io::json::Value& value, const detail::JsonReader& reader,
+                                  std::string_view what);
+
+io::json::Value training_state_to_json(const TrainingState& state);
+TrainingState training_state_from_json(const io::json::Value& value, const detail::JsonReader& reader);
+
+// The JSON text of `value` with a "metadata_crc32c" member appended: the CRC32C of the
+// compact text without it. check_and_strip_crc verifies it (FormatError on mismatch or
+// absence) and returns the value without it.
+std::string write_with_crc(io::json::Value value);
+io::json::Value check_and_strip_crc(const io::json::Value& value, const detail::JsonReader& reader);
+
+}  // namespace tessera::checkpoint

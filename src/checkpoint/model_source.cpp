@@ -1,0 +1,47 @@
+#include "tessera/checkpoint/model_source.h"
+
+#include "tessera/tensor/native.h"
+
+namespace tessera::checkpoint::detail {
+
+fsdp::ElementRange ModelSource::held(size_t unit) const {
+  const fsdp::UnitInfo& info = view_.units.at(unit).info;
+  const int64_t flat = info.layout.flat_numel();
+  return {std::min(info.range.begin, flat), std::min(info.range.end, flat)};
+}
+
+Tensor ModelSource::shard(size_t unit, const std::string& state) const {
+  const ModelUnit& model_unit = view_.units.at(unit);
+  if (state.empty()) return model_unit.info.shard.detach();
+  TS_CHECK(with_.optimizer != nullptr && model_unit.optimizer_index >= 0, ValueError, "checkpoint: unit '",
+           model_unit.info.name, "' has no optimizer state");
+  return with_.optimizer->state(static_cast<size_t>(model_unit.optimizer_index)).at(state).detach();
+}
+
+Tensor ModelSource::slice(size_t unit, const std::string& state, int64_t first, int64_t count) const {
+  fsdp::ElementRange range = held(unit);
+  TS_CHECK(first >= range.begin && count >= 0 && first + count <= range.end, IndexError, "checkpoint: elements [",
+           first, ", ", first + count, ") of unit '", view_.units.at(unit).info.name, "' are not held by rank ",
+           view_.group->rank(), " (it holds [", range.begin, ", ", range.end, "))");
+  Tensor part = native::narrow(shard(unit, state), 0, first - view_.units[unit].info.range.begin, count);
+  if (part.is_cuda()) part = native::to_device(part, Device::cpu());
+  return native::contiguous(part);
+}
+
+void ModelSource::read(size_t unit, const std::string& state, int64_t first, const Tensor& destination) const {
+  Tensor target = destination;
+  native::copy_(target, slice(unit, state, first, destination.numel()));
+}
+
+Tensor ModelSource::buffer(const std::string& name) const {
+  for (const auto& [buffer_name, slot] : view_.buffers) {
+    if (buffer_name == name) {
+      Tensor host = slot->detach();
+      if (host.is_cuda()) host = native::to_device(host, Device::cpu());
+      return native::contiguous(host);
+    }
+  }
+  throw ValueError(tessera::detail::concat("checkpoint: the model has no buffer '", name, "'"));
+}
+
+}  // namespace tessera::checkpoint::detail

@@ -1,0 +1,33 @@
+// A live sharded model as a FlatSource (internal): this rank's slices of every flat
+// parameter and optimizer state tensor, as views of the shards (no copies on the CPU).
+// Only the elements of this rank's shard can be read.
+#pragma once
+
+#include "tessera/checkpoint/flat_source.h"
+#include "tessera/checkpoint/model_view.h"
+
+namespace tessera::checkpoint::detail {
+
+class ModelSource final : public FlatSource {
+ public:
+  // `manifest` is describe(model, with, ...); its units are in `view`'s order.
+  ModelSource(const ModelView& view, const Stateful& with, Manifest manifest)
+      : view_(view), with_(with), manifest_(std::move(manifest)) {}
+
+  const Manifest& manifest() const override { return manifest_; }
+  void read(size_t unit, const std::string& state, int64_t first, const Tensor& destination) const override;
+  Tensor slice(size_t unit, const std::string& state, int64_t first, int64_t count) const override;
+  Tensor buffer(const std::string& name) const override;
+
+  // The elements of unit `unit` this rank holds: its shard range clipped to the flat vector.
+  fsdp::ElementRange held(size_t unit) const;
+  // This rank's whole shard of flat tensor `state` (padding included).
+  Tensor shard(size_t unit, const std::string& state) const;
+
+ private:
+  const ModelView& view_;
+  Stateful with_;
+  Manifest manifest_;
+};
+
+}  // namespace tessera::checkpoint::detail

@@ -1,0 +1,61 @@
+#include "tessera/checkpoint/model_view.h"
+
+#include <set>
+
+#include "tessera/fsdp/state.h"
+
+namespace tessera::checkpoint::detail {
+
+ModelView ModelView::of(nn::Module& model, const optim::Optimizer* optimizer) {
+  TS_CHECK(fsdp::is_sharded(model), ValueError, "checkpoint: the model (", model.type_name(),
+           ") is not sharded; call fsdp::fully_shard(model, world) first (at one rank it costs nothing)");
+  ModelView view;
+  view.model = &model;
+  view.group = &fsdp::detail::state_of(model).group();
+  const int world = view.group->size();
+
+  std::vector<std::pair<std::string, Tensor>> named = model.named_parameters();
+  std::set<std::string> unit_parameters;
+  for (fsdp::UnitInfo& info : fsdp::units(model)) {
+    ModelUnit unit;
+    for (const auto& [name, parameter] : named) {
+      if (parameter.is_same(info.shard)) unit.flat_parameter = name;
+    }
+    TS_CHECK(!unit.flat_parameter.empty(), ValueError, "checkpoint: the flat shard of unit '", info.name,
+             "' is not among the model's parameters");
+    unit.replicated = world > 1 && info.layout.world_size() == 1;
+    for (const fsdp::FlatEntry& entry : info.layout.entries()) unit_parameters.insert(entry.name);
+    unit.info = std::move(info);
+    view.units.push_back(std::move(unit));
+  }
+  std::set<std::string> flat_names;
+  for (const ModelUnit& unit : view.units) flat_names.insert(unit.flat_parameter);
+  for (auto& [name, slot] : model.state_slots()) {
+    if (unit_parameters.count(name) || flat_names.count(name)) continue;
+    view.buffers.emplace_back(name, slot);
+  }
+
+  if (optimizer != nullptr) {
+    const std::vector<Tensor>& params = optimizer->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      bool found = false;
+      for (ModelUnit& unit : view.units) {
+        if (params[i].is_same(unit.info.shard)) {
+          unit.optimizer_index = static_cast<int>(i);
+          found = true;
+        }
+      }
+      TS_CHECK(found, ValueError, "checkpoint: ", optimizer->type_name(), " parameter ", i, " (", params[i].str(),
+               ") is not a flat shard of the model; build the optimizer from model.parameters() after "
+               "fsdp::fully_shard");
+    }
+  }
+  return view;
+}
+
+fsdp::ElementRange save_range(int64_t flat_numel, int world_size, int rank) {
+  const int64_t per_rank = (flat_numel + world_size - 1) / world_size;
+  return {std::min(flat_numel, rank * per_rank), std::min(flat_numel, (rank + 1) * per_rank)};
+}
+
+}  // namespace tessera::checkpoint::detail
