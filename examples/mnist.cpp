@@ -2,6 +2,7 @@
 //
 //   build/examples/mnist --data data/mnist --epochs 1
 //   mpirun -np 4 build/examples/mnist --data data/mnist --epochs 1
+//   build/examples/mnist --device cuda --epochs 1          # on a GPU (NCCL at one rank)
 //
 // Under mpirun every rank holds a 1/N shard of every layer, sees its part of each global
 // batch (the global batch is the same at every N), and drops the same activations as one
@@ -9,8 +10,10 @@
 // Rank 0 prints. --help lists the flags.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -41,6 +44,10 @@ struct Options {
   int64_t log_interval = 10;
   bool dry_run = false;
   bool json = false;
+  std::string device = "cpu";
+  std::string dist_backend = "auto";
+  std::string mixed_precision = "off";
+  bool tf32 = false;
 };
 
 const char* kUsage = R"(usage: mnist [options]
@@ -58,6 +65,14 @@ with FSDP. Run alone for one rank, or under mpirun for several.
   --gamma X               StepLR factor applied after every epoch [0.7]
   --seed N                seed for initialisation, shuffling and dropout [1]
   --threads N             CPU threads per rank [OpenMP default]
+  --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
+  --dist-backend NAME     collectives for CUDA parameters: nccl (one GPU per rank), world
+                          (the MPI world, staging through host memory: ranks may share a
+                          GPU), or auto (nccl when built with it and every rank on a host
+                          has a GPU of its own, else world) [auto]
+  --mixed-precision NAME  off, or bf16: bfloat16 parameters and compute in the layers,
+                          float32 shards, optimizer state and gradient reduction (cuda) [off]
+  --tf32                  allow TF32 tensor cores in float32 matrix products (cuda)
   --init FILE             start from these weights (safetensors with PyTorch's names)
   --save FILE             save the trained weights (safetensors with PyTorch's names)
   --log-interval N        batches between progress reports [10]
@@ -112,11 +127,25 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--log-interval") o.log_interval = parse_number<int64_t>(flag, value());
     else if (flag == "--dry-run") o.dry_run = true;
     else if (flag == "--json") o.json = true;
+    else if (flag == "--device") o.device = value();
+    else if (flag == "--dist-backend") o.dist_backend = value();
+    else if (flag == "--mixed-precision") o.mixed_precision = value();
+    else if (flag == "--tf32") o.tf32 = true;
     else usage_error("unknown option '" + flag + "'");
   }
   if (o.batch_size < 1 || o.test_batch_size < 1) usage_error("batch sizes must be positive");
   if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
     usage_error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
+  }
+  if (o.device != "cpu" && o.device != "cuda") usage_error("--device must be cpu or cuda, got '" + o.device + "'");
+  if (o.dist_backend != "auto" && o.dist_backend != "nccl" && o.dist_backend != "world") {
+    usage_error("--dist-backend must be auto, nccl or world, got '" + o.dist_backend + "'");
+  }
+  if (o.mixed_precision != "off" && o.mixed_precision != "bf16") {
+    usage_error("--mixed-precision must be off or bf16, got '" + o.mixed_precision + "'");
+  }
+  if (o.device == "cpu" && o.mixed_precision != "off") {
+    usage_error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
   }
   if (o.log_interval < 1) o.log_interval = 1;
   return o;
@@ -126,6 +155,32 @@ std::unique_ptr<ts::optim::Optimizer> make_optimizer(const Options& o, const std
   if (o.optimizer == "sgd") return std::make_unique<ts::optim::SGD>(params, ts::optim::SGDOptions{.lr = o.lr, .momentum = o.momentum});
   if (o.optimizer == "adam") return std::make_unique<ts::optim::Adam>(params, ts::optim::AdamOptions{.lr = o.lr});
   return std::make_unique<ts::optim::Adadelta>(params, ts::optim::AdadeltaOptions{.lr = o.lr});
+}
+
+// Ranks on this host: launchers say so; without one, every rank of the world is here.
+int local_world_size(const ts::dist::ProcessGroup& world) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* value = std::getenv(name)) return std::max(1, std::atoi(value));
+  }
+  return world.size();
+}
+
+// The group FSDP's collectives run on: NCCL when every rank has a GPU of its own (or
+// when asked for), else the world, which stages CUDA tensors through host memory.
+std::shared_ptr<ts::dist::ProcessGroup> collective_group(const Options& o, const std::shared_ptr<ts::dist::ProcessGroup>& world,
+                                                         ts::Device device) {
+  if (!device.is_cuda() || o.dist_backend == "world") return world;
+  bool nccl = o.dist_backend == "nccl" ||
+              (ts::dist::nccl_is_compiled() && local_world_size(*world) <= ts::cuda::device_count());
+  if (!nccl) return world;
+  return ts::dist::new_group(world, ts::dist::Backend::nccl, {.device = device.index});
+}
+
+// `local` summed over every rank, read on the host (the world group carries CPU tensors).
+double global_sum(ts::dist::ProcessGroup& world, const ts::Tensor& local) {
+  ts::Tensor value = local.detach().to(ts::DType::f64).cpu().contiguous().clone();
+  world.all_reduce(value);
+  return value.item<double>();
 }
 
 // Prints on rank 0 only: JSON lines, a progress bar on a terminal, or plain lines.
@@ -190,6 +245,10 @@ int run(int argc, char** argv) {
   Options options = parse_options(argc, argv);
   if (options.threads > 0) ts::set_num_threads(options.threads);
   Reporter report(options, world->rank() == 0);
+  const ts::Device device =
+      options.device == "cuda" ? ts::Device::cuda(ts::dist::default_cuda_device(*world)) : ts::Device::cpu();
+  if (options.tf32) ts::cuda::set_allow_tf32(true);
+  std::shared_ptr<ts::dist::ProcessGroup> group = collective_group(options, world, device);
 
   ts::data::MNIST train_set(options.data, ts::data::Split::train, ts::data::kMnistNormalize);
   ts::data::MNIST test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize);
@@ -202,59 +261,72 @@ int run(int argc, char** argv) {
   model.reset_parameters(options.seed);
   // Each rank's loss is its rows' sum over the global batch size, and gradients are summed:
   // exact at any world size, even when the batch does not split evenly.
-  ts::fsdp::fully_shard(model, world, {.gradient_reduction = ts::dist::ReduceOp::sum});
+  // Shards, gathered buffers and gradients live on `device`.
+  ts::fsdp::FullyShardOptions sharding{.gradient_reduction = ts::dist::ReduceOp::sum, .device = device};
+  if (options.mixed_precision == "bf16") {
+    // The layers compute in bfloat16; their outputs return to float32 for pooling, dropout
+    // and the loss. Gradients are reduced in float32.
+    sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32, .output_dtype = ts::DType::f32};
+  }
+  ts::fsdp::fully_shard(model, group, sharding);
   if (!options.init.empty()) model.load_state_dict(ts::io::load(options.init));
   auto optimizer = make_optimizer(options, model.parameters());
   ts::optim::StepLR scheduler(*optimizer, 1, options.gamma);
   report.line(ts::detail::concat("MNIST: ", train_set.size(), " training and ", test_set.size(),
                                  " test images; ", world->size(), " rank(s), ", ts::get_num_threads(),
-                                 " thread(s) each; ", options.optimizer, " lr ", options.lr));
+                                 " thread(s) each; ", options.optimizer, " lr ", options.lr,
+                                 device.is_cuda() ? ts::detail::concat("; ", device.str(), " (", ts::cuda::device_name(device.index),
+                                                                       "), collectives on ", group->backend_name(),
+                                                                       options.mixed_precision == "bf16" ? ", bfloat16 compute" : "")
+                                                  : std::string()));
 
   uint64_t step = 0;
   for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
     model.train();
     auto started = std::chrono::steady_clock::now();
-    double loss_sum = 0;
+    // This rank's loss sum stays on the device; the host reads losses only when it reports.
+    ts::Tensor loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
     int64_t samples = 0;
     ts::data::Epoch batches = train_loader.epoch(epoch);
     for (const ts::data::Batch& batch : batches) {
       ts::nn::BatchScope scope({.seed = options.seed, .step = step++, .first_row = batch.first_row});
       optimizer->zero_grad();
-      ts::Tensor output = model(batch.data);
-      ts::Tensor loss = ts::nll_loss(output, batch.target, {.reduction = ts::Reduction::sum}) /
+      ts::Tensor output = model(batch.data.to(device));
+      ts::Tensor loss = ts::nll_loss(output, batch.target.to(device), {.reduction = ts::Reduction::sum}) /
                         static_cast<double>(batch.global_rows);
       loss.backward();
       optimizer->step();
 
-      ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
-      world->all_reduce(global_loss);
-      loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
+      ts::Tensor local_loss = loss.detach().to(ts::DType::f64);
+      loss_sum.add_(local_loss * static_cast<double>(batch.global_rows));
       samples += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
-        report.train(epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_loss.item<double>());
+        report.train(epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_sum(*world, local_loss));
       }
       if (options.dry_run) break;
     }
+    double train_loss_sum = global_sum(*world, loss_sum);  // waits for the device: the epoch's end
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
     // Test: each rank evaluates its part of every test batch; the sums are all-reduced.
     model.eval();
-    ts::Tensor totals = ts::zeros({2}, {.dtype = ts::DType::f64});  // loss sum, correct
+    ts::Tensor test_loss = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
+    ts::Tensor correct = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
     {
       ts::NoGradGuard no_grad;
       for (const ts::data::Batch& batch : test_loader.epoch(0)) {
-        ts::Tensor output = model(batch.data);
-        double loss = ts::nll_loss(output, batch.target, {.reduction = ts::Reduction::sum}).to(ts::DType::f64).item<double>();
-        double correct = (output.argmax(1) == batch.target).sum().to(ts::DType::f64).item<double>();
-        totals.add_(ts::tensor<double>({loss, correct}));
+        ts::Tensor output = model(batch.data.to(device));
+        ts::Tensor target = batch.target.to(device);
+        test_loss.add_(ts::nll_loss(output, target, {.reduction = ts::Reduction::sum}).to(ts::DType::f64));
+        correct.add_((output.argmax(1) == target).sum().to(ts::DType::f64));
         if (options.dry_run) break;
       }
     }
-    world->all_reduce(totals);
-    std::vector<double> sums = totals.to_vector<double>();
+    double test_loss_sum = global_sum(*world, test_loss);
+    double correct_sum = global_sum(*world, correct);
     int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
-    report.epoch(epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), sums[0] / tested,
-                 static_cast<int64_t>(sums[1]), tested, static_cast<double>(samples) / seconds, seconds);
+    report.epoch(epoch, train_loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), test_loss_sum / tested,
+                 static_cast<int64_t>(correct_sum), tested, static_cast<double>(samples) / seconds, seconds);
     scheduler.step();
     if (options.dry_run) break;
   }
