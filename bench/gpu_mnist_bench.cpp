@@ -4,6 +4,7 @@
 //
 //   build/bench/gpu_mnist_bench --batch-sizes 64,512 --steps 200
 //   python3 bench/gpu_mnist_bench.py --batch-sizes 64,512 --steps 200
+//   build/bench/gpu_mnist_bench --device cpu --steps 5        # both also run on the CPU
 //
 // Each batch size: a fresh network (train mode, so dropout runs), SGD (lr 0.01), one fixed
 // batch of random images and labels already on the device, `--warmup` steps (the caching

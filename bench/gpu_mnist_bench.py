@@ -54,13 +54,17 @@ def samples_per_second(args, batch_size, device):
         loss.backward()
         optimizer.step()
 
+    def synchronize():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     for _ in range(args.warmup):
         step()
-    torch.cuda.synchronize(device)
+    synchronize()
     started = time.perf_counter()
     for _ in range(args.steps):
         step()
-    torch.cuda.synchronize(device)
+    synchronize()
     return batch_size * args.steps / (time.perf_counter() - started)
 
 
@@ -70,17 +74,19 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = parser.parse_args()
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_mnist_bench.py: no CUDA device", file=sys.stderr)
         return 77
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    device = torch.device("cuda", 0)
+    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     for batch_size in [int(b) for b in args.batch_sizes.split(",")]:
         rate = samples_per_second(args, batch_size, device)
         print(json.dumps({"framework": "pytorch", "version": torch.__version__,
-                          "device": torch.cuda.get_device_name(device), "batch_size": batch_size,
+                          "device": name, "batch_size": batch_size,
                           "tf32": args.tf32, "steps": args.steps, "samples_per_s": round(rate, 1),
                           "ms_per_step": round(1000.0 * batch_size / rate, 4)}), flush=True)
     return 0
