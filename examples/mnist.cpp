@@ -3,6 +3,7 @@
 //   build/examples/mnist --data data/mnist --epochs 1
 //   mpirun -np 4 build/examples/mnist --data data/mnist --epochs 1
 //   mpirun -np 4 build/examples/mnist --checkpoint-dir ckpt --checkpoint-every 200 --resume
+//   build/examples/mnist --device cuda --epochs 1          # on a GPU (NCCL at one rank)
 //
 // Under mpirun every rank holds a 1/N shard of every layer, sees its part of each global
 // batch (the global batch is the same at every N), and drops the same activations as one
@@ -10,9 +11,11 @@
 // Rank 0 prints. --help lists the flags.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -47,6 +50,10 @@ struct Options {
   int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch
   int64_t keep_checkpoints = 3;  // 0 keeps all
   bool resume = false;
+  std::string device = "cpu";
+  std::string dist_backend = "auto";
+  std::string mixed_precision = "off";
+  bool tf32 = false;
 };
 
 const char* kUsage = R"(usage: mnist [options]
@@ -77,6 +84,14 @@ with FSDP. Run alone for one rank, or under mpirun for several.
   --resume                continue from DIR/latest when there is one (model, optimizer, learning
                           rate schedule, step, epoch and batch, seed), at any number of ranks;
                           without a checkpoint, start from scratch
+  --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
+  --dist-backend NAME     collectives for CUDA parameters: nccl (one GPU per rank), world
+                          (the MPI world, staging through host memory: ranks may share a
+                          GPU), or auto (nccl when built with it and every rank on a host
+                          has a GPU of its own, else world) [auto]
+  --mixed-precision NAME  off, or bf16: bfloat16 parameters and compute in the layers,
+                          float32 shards, optimizer state and gradient reduction (cuda) [off]
+  --tf32                  allow TF32 tensor cores in float32 matrix products (cuda)
   --help                  show this help
 
 A resumed run continues exactly: at the same number of ranks its losses are the ones the
@@ -134,6 +149,10 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--checkpoint-every") o.checkpoint_every = parse_number<int64_t>(flag, value());
     else if (flag == "--keep-checkpoints") o.keep_checkpoints = parse_number<int64_t>(flag, value());
     else if (flag == "--resume") o.resume = true;
+    else if (flag == "--device") o.device = value();
+    else if (flag == "--dist-backend") o.dist_backend = value();
+    else if (flag == "--mixed-precision") o.mixed_precision = value();
+    else if (flag == "--tf32") o.tf32 = true;
     else usage_error("unknown option '" + flag + "'");
   }
   if (o.resume && o.checkpoint_dir.empty()) usage_error("--resume needs --checkpoint-dir");
@@ -141,8 +160,44 @@ Options parse_options(int argc, char** argv) {
   if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
     usage_error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
   }
+  if (o.device != "cpu" && o.device != "cuda") usage_error("--device must be cpu or cuda, got '" + o.device + "'");
+  if (o.dist_backend != "auto" && o.dist_backend != "nccl" && o.dist_backend != "world") {
+    usage_error("--dist-backend must be auto, nccl or world, got '" + o.dist_backend + "'");
+  }
+  if (o.mixed_precision != "off" && o.mixed_precision != "bf16") {
+    usage_error("--mixed-precision must be off or bf16, got '" + o.mixed_precision + "'");
+  }
+  if (o.device == "cpu" && o.mixed_precision != "off") {
+    usage_error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
+  }
   if (o.log_interval < 1) o.log_interval = 1;
   return o;
+}
+
+// Ranks on this host: launchers say so; without one, every rank of the world is here.
+int local_world_size(const ts::dist::ProcessGroup& world) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* value = std::getenv(name)) return std::max(1, std::atoi(value));
+  }
+  return world.size();
+}
+
+// The group FSDP's collectives run on: NCCL when every rank has a GPU of its own (or
+// when asked for), else the world, which stages CUDA tensors through host memory.
+std::shared_ptr<ts::dist::ProcessGroup> collective_group(const Options& o, const std::shared_ptr<ts::dist::ProcessGroup>& world,
+                                                         ts::Device device) {
+  if (!device.is_cuda() || o.dist_backend == "world") return world;
+  bool nccl = o.dist_backend == "nccl" ||
+              (ts::dist::nccl_is_compiled() && local_world_size(*world) <= ts::cuda::device_count());
+  if (!nccl) return world;
+  return ts::dist::new_group(world, ts::dist::Backend::nccl, {.device = device.index});
+}
+
+// `local` summed over every rank, read on the host (the world group carries CPU tensors).
+double global_sum(ts::dist::ProcessGroup& world, const ts::Tensor& local) {
+  ts::Tensor value = local.detach().to(ts::DType::f64).cpu().contiguous().clone();
+  world.all_reduce(value);
+  return value.item<double>();
 }
 
 std::unique_ptr<ts::optim::Optimizer> make_optimizer(const Options& o, const std::vector<ts::Tensor>& params) {
@@ -231,11 +286,23 @@ int run(int argc, char** argv) {
   ts::data::MNIST test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize);
   ts::data::DistributedSampler sampler{.rank = world->rank(), .world_size = world->size()};
 
+  const ts::Device device =
+      options.device == "cuda" ? ts::Device::cuda(ts::dist::default_cuda_device(*world)) : ts::Device::cpu();
+  if (options.tf32) ts::cuda::set_allow_tf32(true);
+  std::shared_ptr<ts::dist::ProcessGroup> group = collective_group(options, world, device);
+
   mnist::Net model;
   model.reset_parameters(options.seed);
   // Each rank's loss is its rows' sum over the global batch size, and gradients are summed:
-  // exact at any world size, even when the batch does not split evenly.
-  ts::fsdp::fully_shard(model, world, {.gradient_reduction = ts::dist::ReduceOp::sum});
+  // exact at any world size, even when the batch does not split evenly. Shards, gathered
+  // buffers and gradients live on `device`.
+  ts::fsdp::FullyShardOptions sharding{.gradient_reduction = ts::dist::ReduceOp::sum, .device = device};
+  if (options.mixed_precision == "bf16") {
+    // The layers compute in bfloat16; their outputs return to float32 for pooling, dropout
+    // and the loss. Gradients are reduced in float32.
+    sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32, .output_dtype = ts::DType::f32};
+  }
+  ts::fsdp::fully_shard(model, group, sharding);
   if (!options.init.empty()) model.load_state_dict(ts::io::load(options.init));
   auto optimizer = make_optimizer(options, model.parameters());
   ts::optim::StepLR scheduler(*optimizer, 1, options.gamma);
@@ -243,7 +310,7 @@ int run(int argc, char** argv) {
 
   // Where training stands: epochs count from 1; `batch` batches of `epoch` are done.
   ts::checkpoint::TrainingState state{.step = 0, .epoch = 1, .batch = 0, .seed = options.seed};
-  double loss_sum = 0;  // this epoch's, for its summary
+  double loss_sum = 0;  // this epoch's global loss sum before this run's steps (a resumed epoch's)
   int64_t samples = 0;
   std::optional<ts::checkpoint::CheckpointManager> checkpoints;
   if (!options.checkpoint_dir.empty()) {
@@ -275,13 +342,20 @@ int run(int argc, char** argv) {
   ts::data::DataLoader test_loader(test_set, {.batch_size = options.test_batch_size, .sampler = sampler});
   report.line(ts::detail::concat("MNIST: ", train_set.size(), " training and ", test_set.size(),
                                  " test images; ", world->size(), " rank(s), ", ts::get_num_threads(),
-                                 " thread(s) each; ", options.optimizer, " lr ", optimizer->lr()));
+                                 " thread(s) each; ", options.optimizer, " lr ", optimizer->lr(),
+                                 device.is_cuda() ? ts::detail::concat("; ", device.str(), " (", ts::cuda::device_name(device.index),
+                                                                       "), collectives on ", group->backend_name(),
+                                                                       options.mixed_precision == "bf16" ? ", bfloat16 compute" : "")
+                                                  : std::string()));
 
   // The position last saved (or resumed from): the end of training saves unless it is that.
   std::pair<uint64_t, int64_t> saved_at{state.step, state.epoch};
+  // This rank's loss sum of the steps run since, on the device: the host reads it only when it reports.
+  ts::Tensor local_loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
+  auto epoch_loss_sum = [&] { return loss_sum + global_sum(*world, local_loss_sum); };
   auto save_checkpoint = [&] {
     ts::checkpoint::TrainingState saved = state;
-    saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", loss_sum}, {"samples", samples}};
+    saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", epoch_loss_sum()}, {"samples", samples}};
     report.checkpoint("checkpoint", checkpoints->save(model, stateful, saved), saved);
     saved_at = {state.step, state.epoch};
   };
@@ -294,52 +368,54 @@ int run(int argc, char** argv) {
     for (const ts::data::Batch& batch : batches) {
       ts::nn::BatchScope scope({.seed = state.seed, .step = state.step, .first_row = batch.first_row});
       optimizer->zero_grad();
-      ts::Tensor output = model(batch.data);
-      ts::Tensor loss = ts::nll_loss(output, batch.target, {.reduction = ts::Reduction::sum}) /
+      ts::Tensor output = model(batch.data.to(device));
+      ts::Tensor loss = ts::nll_loss(output, batch.target.to(device), {.reduction = ts::Reduction::sum}) /
                         static_cast<double>(batch.global_rows);
       loss.backward();
       optimizer->step();
       ++state.step;
       state.batch = batch.index + 1;
 
-      ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
-      world->all_reduce(global_loss);
-      loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
+      ts::Tensor local_loss = loss.detach().to(ts::DType::f64);
+      local_loss_sum.add_(local_loss * static_cast<double>(batch.global_rows));
       samples += batch.global_rows;
       samples_this_run += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
-        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_loss.item<double>());
+        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_sum(*world, local_loss));
       }
       if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
         save_checkpoint();
       }
       if (options.dry_run) break;
     }
+    const double train_loss_sum = epoch_loss_sum();  // waits for the device: the epoch's end
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
     // Test: each rank evaluates its part of every test batch; the sums are all-reduced.
     model.eval();
-    ts::Tensor totals = ts::zeros({2}, {.dtype = ts::DType::f64});  // loss sum, correct
+    ts::Tensor test_loss = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
+    ts::Tensor correct = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
     {
       ts::NoGradGuard no_grad;
       for (const ts::data::Batch& batch : test_loader.epoch(0)) {
-        ts::Tensor output = model(batch.data);
-        double loss = ts::nll_loss(output, batch.target, {.reduction = ts::Reduction::sum}).to(ts::DType::f64).item<double>();
-        double correct = (output.argmax(1) == batch.target).sum().to(ts::DType::f64).item<double>();
-        totals.add_(ts::tensor<double>({loss, correct}));
+        ts::Tensor output = model(batch.data.to(device));
+        ts::Tensor target = batch.target.to(device);
+        test_loss.add_(ts::nll_loss(output, target, {.reduction = ts::Reduction::sum}).to(ts::DType::f64));
+        correct.add_((output.argmax(1) == target).sum().to(ts::DType::f64));
         if (options.dry_run) break;
       }
     }
-    world->all_reduce(totals);
-    std::vector<double> sums = totals.to_vector<double>();
+    const double test_loss_sum = global_sum(*world, test_loss);
+    const double correct_sum = global_sum(*world, correct);
     int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
-    report.epoch(state.epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), sums[0] / tested,
-                 static_cast<int64_t>(sums[1]), tested, static_cast<double>(samples_this_run) / seconds, seconds);
+    report.epoch(state.epoch, train_loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), test_loss_sum / tested,
+                 static_cast<int64_t>(correct_sum), tested, static_cast<double>(samples_this_run) / seconds, seconds);
     scheduler.step();
     if (options.dry_run) break;
     ++state.epoch;
     state.batch = 0;
     loss_sum = 0;
+    local_loss_sum.zero_();
     samples = 0;
     if (checkpoints && options.checkpoint_every == 0) save_checkpoint();
   }

@@ -7,6 +7,7 @@
 #include "tessera/dist/errors.h"
 #include "tessera/dist/fingerprint.h"
 #include "tessera/dist/init.h"
+#include "tessera/dist/new_group.h"
 #include "tessera/dist/process_group.h"
 #include "tessera/dist/single_process_group.h"
 #include "tessera/dist/work.h"

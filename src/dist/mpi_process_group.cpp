@@ -10,6 +10,7 @@
 
 #include "tessera/dist/errors.h"
 #include "tessera/dist/mpi_check.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera::dist {
 
@@ -51,6 +52,23 @@ void float_to_bf16(const std::vector<float>& values, void* data) {
   for (size_t i = 0; i < values.size(); ++i) destination[i] = BFloat16(values[i]);
 }
 
+// A host copy of `tensor` that the collective may overwrite (a CPU tensor is cloned, which
+// is what force_host_staging tests). From a CUDA tensor this waits for the device.
+Tensor host_copy_of(const Tensor& tensor) {
+  return tensor.device().is_cpu() ? native::clone(tensor) : native::to_device(tensor, Device::cpu());
+}
+
+// The call with its tensors replaced by host buffers: the input copied, the output fresh
+// (all_reduce and broadcast work in place on one tensor, which stays one tensor).
+CollectiveCall on_host(const CollectiveCall& call) {
+  CollectiveCall host = call;
+  if (!call.has_tensors()) return host;
+  host.input = host_copy_of(call.input);
+  host.output = call.input.is_same(call.output) ? host.input
+                                                 : native::empty(call.output.sizes(), call.output.dtype(), Device::cpu());
+  return host;
+}
+
 bool agree_on_debug_checks(MPI_Comm communicator, bool wanted_here) {
   int wanted = wanted_here ? 1 : 0;
   TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wanted, 1, MPI_INT, MPI_MAX, communicator));
@@ -60,7 +78,8 @@ bool agree_on_debug_checks(MPI_Comm communicator, bool wanted_here) {
 }  // namespace
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator,
-                                                         std::string name, bool debug_checks) {
+                                                         std::string name, bool debug_checks,
+                                                         bool force_host_staging) {
   TS_MPI_CHECK(MPI_Comm_set_errhandler(communicator, MPI_ERRORS_RETURN));
   int rank = 0;
   int size = 1;
@@ -68,15 +87,20 @@ std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRunt
   TS_MPI_CHECK(MPI_Comm_size(communicator, &size));
   bool debug = agree_on_debug_checks(communicator, debug_checks);
   return std::shared_ptr<MpiProcessGroup>(
-      new MpiProcessGroup(std::move(runtime), communicator, rank, size, std::move(name), debug));
+      new MpiProcessGroup(std::move(runtime), communicator, rank, size, std::move(name), debug, force_host_staging));
 }
 
 MpiProcessGroup::MpiProcessGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator, int rank, int size,
-                                 std::string name, bool debug_checks)
+                                 std::string name, bool debug_checks, bool force_host_staging)
     : ProcessGroup(rank, size, Backend::mpi, std::move(name), debug_checks),
       runtime_(std::move(runtime)),
       communicator_(communicator),
+      force_host_staging_(force_host_staging),
       thread_(std::make_unique<CommunicationThread>()) {}
+
+bool MpiProcessGroup::stages_through_host(const CollectiveCall& call) const {
+  return call.has_tensors() && (force_host_staging_ || !call.input.device().is_cpu());
+}
 
 MpiProcessGroup::~MpiProcessGroup() {
   thread_.reset();  // runs what is queued, then joins: nothing uses the communicator after
@@ -92,39 +116,48 @@ void MpiProcessGroup::check_supported(const CollectiveCall& call) const {
   }
   if (!call.has_tensors()) return;
   std::string_view op = collective_name(call.kind);
-  TS_CHECK(!call.input.is_cuda(), NotCompiledError, where(op), ": got ", call.input.str(),
-           ": CUDA tensors need the NCCL backend (not built yet); the MPI group carries CPU tensors");
-  TS_CHECK(call.input.device().is_cpu(), DeviceError, where(op), ": got ", call.input.str(),
-           "; the MPI group carries CPU tensors");
+  // CUDA tensors are staged through host memory (see the header).
   TS_CHECK(call.count() <= INT_MAX, ValueError, where(op), ": ", call.input.str(), " has ", call.count(),
            " elements, more than MPI's int count (", INT_MAX, "); split the tensor");
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
+  // Staged calls run on host copies and copy the result back to `device_output` last. Both
+  // the copies and the buffers may throw (a released storage): before the exit watch counts the call.
+  const bool staged = stages_through_host(call);
+  CollectiveCall to_run = staged ? on_host(call) : call;
+  Tensor device_output = staged ? call.output : Tensor();
   Buffers buffers;
-  if (call.count() > 0) {  // may throw (a released storage): before the exit watch counts the call
-    buffers.input = call.input.data_ptr();
-    buffers.output = call.output.data_ptr();
-    buffers.overlap = !call.input.is_same(call.output) && memory_overlaps(call.input, call.output);
+  if (to_run.count() > 0) {
+    buffers.input = to_run.input.data_ptr();
+    buffers.output = to_run.output.data_ptr();
+    buffers.overlap = !to_run.input.is_same(to_run.output) && memory_overlaps(to_run.input, to_run.output);
+    if (staged) device_output.data_ptr();
   }
   if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(name(), call.sequence, describe(call));
-  CallFingerprint fingerprint = fingerprint_of(call);
+  CallFingerprint fingerprint = fingerprint_of(call);  // of the call as issued: its device included
   auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name(), "'"));
-  submit(fingerprint, work, [this, call = std::move(call), buffers] { run(call, buffers); });
+  submit(fingerprint, work, [this, to_run = std::move(to_run), device_output, buffers]() mutable {
+    run(to_run, buffers);
+    // Queued on the device's compute stream before the Work completes: kernels queued after wait() see it.
+    if (device_output.defined()) native::copy_(device_output, to_run.output);
+  });
   return work;
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall call, std::string name,
-                                                               bool debug_checks) {
+                                                               const GroupOptions& options) {
   if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(this->name(), call.sequence, describe(call));
   CallFingerprint fingerprint = fingerprint_of(call);
   auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name, "'"));
   auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
-  submit(fingerprint, work, [this, made, name = std::move(name), debug_checks] {
+  bool debug_checks = *options.debug_checks;
+  bool force_host_staging = options.force_host_staging;
+  submit(fingerprint, work, [this, made, name = std::move(name), debug_checks, force_host_staging] {
     MPI_Comm copy = MPI_COMM_NULL;
     TS_MPI_CHECK(MPI_Comm_dup(communicator_, &copy));
     try {
-      *made = create(runtime_, copy, name, debug_checks);
+      *made = create(runtime_, copy, name, debug_checks, force_host_staging);
     } catch (...) {
       MPI_Comm_free(&copy);
       throw;

@@ -5,6 +5,15 @@
 // communicator, so MPI_THREAD_SERIALIZED suffices for one group; several groups
 // (duplicate()) call MPI from several threads at once and need MPI_THREAD_MULTIPLE.
 //
+// CUDA tensors are staged through host memory: the call copies its input to a host
+// buffer on the calling thread (waiting for the device's queued work, so the copy holds
+// the values the program computed), the communication thread runs the MPI collective on
+// host buffers and then queues the copy of the result into the device output on the
+// device's compute stream, before the Work completes; kernels queued after wait() see it.
+// The host transfers go through the CUDA backend's pinned staging buffers. This is what
+// lets several ranks share one GPU (NCCL needs one GPU per rank); it is slower than NCCL
+// and does not overlap the device's work, since every call waits for the device.
+//
 // Datatypes follow the tensor: float32 MPI_FLOAT, float64 MPI_DOUBLE, int64 MPI_INT64_T,
 // uint8 MPI_UINT8_T (sums wrap modulo 256, as in PyTorch). bfloat16 travels as its 2-byte
 // bits (MPI_UINT16_T) for gathers and broadcasts; bfloat16 reductions are computed in
@@ -30,14 +39,17 @@ class MpiProcessGroup final : public ProcessGroup {
  public:
   // Takes `communicator` over (it is freed with the group). Collective over its ranks:
   // all agree on debug mode (it is on if any rank asks for it).
+  // `force_host_staging` stages CPU tensors too (GroupOptions, for tests).
   static std::shared_ptr<MpiProcessGroup> create(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator,
-                                                 std::string name, bool debug_checks);
+                                                 std::string name, bool debug_checks,
+                                                 bool force_host_staging = false);
   ~MpiProcessGroup() override;
 
  protected:
   void check_supported(const CollectiveCall& call) const override;
   std::shared_ptr<Work> start(CollectiveCall call) override;
-  std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name, bool debug_checks) override;
+  std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name,
+                                                const GroupOptions& options) override;
 
  private:
   struct Buffers {
@@ -47,7 +59,9 @@ class MpiProcessGroup final : public ProcessGroup {
   };
 
   MpiProcessGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator, int rank, int size, std::string name,
-                  bool debug_checks);
+                  bool debug_checks, bool force_host_staging);
+
+  bool stages_through_host(const CollectiveCall& call) const;
 
   // Queues `body` behind the debug check; its outcome finishes `work`.
   void submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work, std::function<void()> body);
@@ -60,6 +74,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<MpiRuntime> runtime_;  // first in, last out: MPI outlives the communicator
   MPI_Comm communicator_;
+  bool force_host_staging_;
   std::unique_ptr<CommunicationThread> thread_;
 };
 

@@ -126,8 +126,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::duplicate(const GroupOptions& option
   std::lock_guard lock(issue_mutex_);
   call.sequence = next_sequence_;
   std::string name = detail::concat(name_, ".", duplicates_made_ + 1);
-  std::shared_ptr<ProcessGroup> group =
-      start_duplicate(std::move(call), std::move(name), options.debug_checks.value_or(debug_checks_));
+  GroupOptions resolved = options;
+  resolved.debug_checks = options.debug_checks.value_or(debug_checks_);
+  std::shared_ptr<ProcessGroup> group = start_duplicate(std::move(call), std::move(name), resolved);
   ++next_sequence_;
   ++duplicates_made_;
   return group;

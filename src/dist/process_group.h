@@ -34,14 +34,20 @@
 
 namespace tessera::dist {
 
-// single: one rank, no MPI. mpi: CPU tensors over MPI. nccl: CUDA tensors (comes with the
-// CUDA backend; see docs/distributed.md for where it plugs in).
+// single: one rank, no MPI; copies on any device. mpi: CPU tensors over MPI, CUDA tensors
+// staged through host memory. nccl: CUDA tensors over NCCL, one GPU per rank (new_group.h).
 enum class Backend : uint8_t { single, mpi, nccl };
 std::string_view backend_name(Backend backend);
 
 struct GroupOptions {
   // Debug mode for the new group; unset: the parent group's setting.
-  std::optional<bool> debug_checks;
+  std::optional<bool> debug_checks{};
+  // nccl: this rank's CUDA device; unset: the rank's local rank on its host (from the
+  // launcher's variables, else its rank) modulo the visible devices.
+  std::optional<int> device{};
+  // mpi: copy CPU tensors through host staging buffers too, as CUDA tensors always are.
+  // Only for testing the staging path on machines without a GPU.
+  bool force_host_staging = false;
 };
 
 class ProcessGroup {
@@ -95,8 +101,9 @@ class ProcessGroup {
   // Starts a checked call, numbered and in issue order (calls arrive one at a time).
   virtual std::shared_ptr<Work> start(CollectiveCall call) = 0;
   // Creates the group for duplicate(); `call` is the duplicate's place in this sequence.
+  // `options.debug_checks` is always set (resolved against this group's).
   virtual std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name,
-                                                        bool debug_checks) = 0;
+                                                        const GroupOptions& options) = 0;
 
   // "all_gather_into on rank 1 of group 'world' (size 2)", the prefix of argument errors.
   std::string where(std::string_view op) const;

@@ -21,8 +21,8 @@ std::shared_ptr<Work> SingleProcessGroup::start(CollectiveCall call) {
 }
 
 std::shared_ptr<ProcessGroup> SingleProcessGroup::start_duplicate(CollectiveCall, std::string name,
-                                                                  bool debug_checks) {
-  return std::make_shared<SingleProcessGroup>(std::move(name), debug_checks);
+                                                                  const GroupOptions& options) {
+  return std::make_shared<SingleProcessGroup>(std::move(name), *options.debug_checks);
 }
 
 }  // namespace tessera::dist

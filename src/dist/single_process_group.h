@@ -17,7 +17,8 @@ class SingleProcessGroup final : public ProcessGroup {
 
  protected:
   std::shared_ptr<Work> start(CollectiveCall call) override;
-  std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name, bool debug_checks) override;
+  std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name,
+                                                const GroupOptions& options) override;
 };
 
 }  // namespace tessera::dist

@@ -12,15 +12,18 @@ double clip_grad_norm(nn::Module& root, double max_norm) {
   NoGradGuard no_grad;
   // Shards are disjoint and their padding holds zero gradients, so local squared norms
   // add up to the full one. NO_SHARD units hold whole, identical gradients on every rank.
-  double local = 0;
+  // The sum stays on the shards' device (an NCCL group carries CUDA tensors only) and is
+  // read once, after the all-reduce.
+  const Device device = state.units().empty() ? Device::cpu() : state.units().front()->device();
+  Tensor total = native::zeros({}, DType::f64, device);
   for (auto& unit : state.units()) {
     Tensor grad = unit->shard().grad();
     if (!grad.defined()) continue;
     Tensor g64 = native::to_dtype(grad, DType::f64);
-    double sum = native::sum(native::binary(native::BinaryOp::mul, g64, g64), {}, false).item<double>();
-    local += unit->sharded() ? sum : sum / state.group().size();
+    Tensor sum = native::sum(native::binary(native::BinaryOp::mul, g64, g64), {}, false);
+    if (!unit->sharded()) sum = native::binary(native::BinaryOp::div, sum, static_cast<double>(state.group().size()));
+    native::add_scaled_(total, sum, 1.0);
   }
-  Tensor total = native::full({}, local, DType::f64, Device::cpu());
   state.group().all_reduce(total, dist::ReduceOp::sum);
   double norm = std::sqrt(total.item<double>());
   // torch.nn.utils.clip_grad_norm_: multiply by min(max_norm / (norm + 1e-6), 1).

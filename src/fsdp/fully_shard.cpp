@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "tessera/dist/new_group.h"
 #include "tessera/fsdp/state.h"
 #include "tessera/tensor/native.h"
 
@@ -68,9 +69,37 @@ std::vector<ParameterRef> wrap(nn::Module& module, const std::string& prefix, bo
   }
   if (!make_unit) return unwrapped;
   std::string unit_name = prefix.empty() ? std::string("(root)") : prefix.substr(0, prefix.size() - 1);
-  state.add_unit(std::make_unique<Unit>(unit_name, module, std::move(unwrapped), state.group(),
-                                        options.strategy, options.gradient_reduction, false, state.counters()));
+  state.add_unit(std::make_unique<Unit>(unit_name, module, std::move(unwrapped), state.group(), options.strategy,
+                                        options.gradient_reduction, options.mixed_precision, false,
+                                        state.counters()));
   return {};
+}
+
+void check_mixed_precision(const FullyShardOptions& options) {
+  const MixedPrecision& policy = options.mixed_precision;
+  auto check = [](const std::optional<DType>& dtype, const char* field) {
+    TS_CHECK(!dtype || is_floating(*dtype), DTypeError, "fully_shard: MixedPrecision::", field,
+             " must be a floating dtype, got ", dtype_name(*dtype));
+  };
+  check(policy.param_dtype, "param_dtype");
+  check(policy.reduce_dtype, "reduce_dtype");
+  check(policy.output_dtype, "output_dtype");
+  TS_CHECK(policy.param_dtype || (!policy.reduce_dtype && !policy.output_dtype), ValueError,
+           "fully_shard: MixedPrecision needs param_dtype when reduce_dtype or output_dtype is set");
+  TS_CHECK(!policy.param_dtype || options.strategy != ShardingStrategy::no_shard, ValueError,
+           "fully_shard: mixed precision needs a sharded strategy (FULL_SHARD or SHARD_GRAD_OP), not NO_SHARD");
+}
+
+// Every parameter must be where the group's collectives can reach it: an NCCL group
+// carries CUDA tensors of its own device only.
+void check_devices(nn::Module& root, const dist::ProcessGroup& group) {
+  if (group.backend() != dist::Backend::nccl) return;
+  const Device expected = Device::cuda(dist::nccl_device(group));
+  for (auto& [name, parameter] : root.named_parameters()) {
+    TS_CHECK(parameter.device() == expected, DeviceError, "fully_shard: parameter '", name, "' is on ",
+             parameter.device().str(), " but the NCCL group '", group.name(), "' carries tensors on ", expected.str(),
+             "; call model.to(", expected.str(), ") first (or pass FullyShardOptions::device)");
+  }
 }
 
 }  // namespace
@@ -84,11 +113,15 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
   }
   TS_CHECK(options.gradient_reduction != dist::ReduceOp::max, ValueError,
            "fully_shard: gradient_reduction must be sum or avg");
+  check_mixed_precision(options);
+  if (options.device) root.to(*options.device);
+  check_devices(root, *group);
   auto state = std::make_shared<FsdpState>(root, std::move(group), options);
   std::vector<ParameterRef> rest = wrap(root, "", true, *state, options);
   if (!rest.empty()) {
     state->add_unit(std::make_unique<Unit>("(root)", root, std::move(rest), state->group(), options.strategy,
-                                           options.gradient_reduction, true, state->counters()));
+                                           options.gradient_reduction, options.mixed_precision, true,
+                                           state->counters()));
   }
   // Expose the shards and hide the original parameters from parameters().
   for (auto& unit : state->units()) {

@@ -25,6 +25,14 @@
 // parameters gathered from forward to backward; NO_SHARD keeps them whole and all-reduces
 // gradients, like DDP.
 //
+// CUDA: move the model to the device first (model.to(Device::cuda(i)), or the `device`
+// option). The group then carries CUDA tensors: an NCCL group (dist::new_group(world,
+// Backend::nccl), one GPU per rank), the MPI world (several ranks sharing a GPU: staged
+// through host memory), or the single-rank group. With NCCL, collectives run on their own
+// stream: prefetched all-gathers and gradient reductions overlap compute (a unit's
+// reduction is waited for when the next unit's starts, so at most two unsharded gradient
+// buffers exist on CUDA, one on the CPU).
+//
 // Initialisation: parameters still deferred (never used) are filled slice by slice, each
 // rank computing only its own elements from (seed, name, index): the full model is never
 // built, and it is the same at every world size.
@@ -33,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +67,29 @@ struct WrapPolicy {
   static WrapPolicy module_type(std::vector<std::string> type_names);
 };
 
+// Mixed precision (PyTorch's MixedPrecisionPolicy): the shards, their gradients and the
+// optimizer's state keep the parameters' own dtype (the "master" copy, e.g. float32); the
+// all-gather moves the shard cast to param_dtype, so forward and backward compute in it;
+// gradients are reduced in reduce_dtype and land, cast back, in the shard's gradient.
+//
+//   model.to(ts::Device::cuda(0));
+//   ts::fsdp::fully_shard(model, group, {.mixed_precision = {.param_dtype = ts::DType::bf16,
+//                                                            .output_dtype = ts::DType::f32}});
+struct MixedPrecision {
+  // dtype of the gathered parameters, hence of the computation; unset: the shard's dtype
+  // (no mixed precision).
+  std::optional<DType> param_dtype{};
+  // dtype gradients are reduce-scattered in; unset: param_dtype.
+  std::optional<DType> reduce_dtype{};
+  // When set, every unit's floating forward output is cast to it (so layers outside the
+  // units, e.g. a loss without bfloat16 kernels, run in it).
+  std::optional<DType> output_dtype{};
+  // Every unit casts its floating forward input to param_dtype.
+  bool cast_forward_inputs = true;
+
+  bool enabled() const { return param_dtype.has_value(); }
+};
+
 struct FullyShardOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   WrapPolicy wrap_policy{};
@@ -66,6 +98,11 @@ struct FullyShardOptions {
   // divided by the global batch size, which keeps uneven splits exact).
   dist::ReduceOp gradient_reduction = dist::ReduceOp::avg;
   bool prefetch = true;
+  // Moves the model there first (as model.to(device); parameters not yet used stay
+  // deferred, so no full copy is made). Unset: shard where the parameters are. Shards,
+  // gathered buffers and gradients live on the parameters' device.
+  std::optional<Device> device{};
+  MixedPrecision mixed_precision{};
 };
 
 void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options = {});

@@ -21,12 +21,20 @@ Unit* root_unit(FsdpState& state) {
 }
 
 void FsdpState::install_hooks() {
-  root_.register_forward_pre_hook([this](nn::Module&, Tensor&) { root_pre_forward(); });
-  root_.register_forward_hook([this](nn::Module&, Tensor&) { root_post_forward(); });
+  // The root's own parameters (its unit, if any) take mixed precision's casts like any unit's.
+  const bool root_has_unit = root_unit(*this) != nullptr;
+  root_.register_forward_pre_hook([this, root_has_unit](nn::Module&, Tensor& input) {
+    root_pre_forward();
+    if (root_has_unit) cast_forward_input(input);
+  });
+  root_.register_forward_hook([this, root_has_unit](nn::Module&, Tensor& output) {
+    if (root_has_unit) cast_forward_output(output);
+    root_post_forward();
+  });
   for (auto& owned : units_) {
     Unit* unit = owned.get();
     if (!unit->is_root()) {
-      unit->module().register_forward_pre_hook([this, unit](nn::Module&, Tensor&) { pre_forward(*unit); });
+      unit->module().register_forward_pre_hook([this, unit](nn::Module&, Tensor& input) { pre_forward(*unit, input); });
       unit->module().register_forward_hook([this, unit](nn::Module&, Tensor& output) { post_forward(*unit, output); });
     }
     for (size_t i = 0; i < unit->parameters().size(); ++i) {
@@ -55,7 +63,24 @@ Unit* FsdpState::neighbour(const Unit& unit, int step) const {
   return forward_order_[static_cast<size_t>(index)];
 }
 
-void FsdpState::pre_forward(Unit& unit) {
+void FsdpState::cast_forward_input(Tensor& input) const {
+  const MixedPrecision& policy = options_.mixed_precision;
+  if (!policy.param_dtype || !policy.cast_forward_inputs) return;
+  if (input.defined() && is_floating(input.dtype()) && input.dtype() != *policy.param_dtype) {
+    input = input.to(*policy.param_dtype);
+  }
+}
+
+void FsdpState::cast_forward_output(Tensor& output) const {
+  const MixedPrecision& policy = options_.mixed_precision;
+  if (!policy.param_dtype || !policy.output_dtype) return;
+  if (output.defined() && is_floating(output.dtype()) && output.dtype() != *policy.output_dtype) {
+    output = output.to(*policy.output_dtype);
+  }
+}
+
+void FsdpState::pre_forward(Unit& unit, Tensor& input) {
+  cast_forward_input(input);
   if (!in_forward_) root_pre_forward();  // model.forward(x) was called directly
   if (!order_recorded_ && std::find(forward_order_.begin(), forward_order_.end(), &unit) == forward_order_.end()) {
     forward_order_.push_back(&unit);
@@ -68,6 +93,7 @@ void FsdpState::pre_forward(Unit& unit) {
 
 void FsdpState::post_forward(Unit& unit, Tensor& output) {
   if (options_.strategy == ShardingStrategy::full_shard) unit.reshard();
+  cast_forward_output(output);
   if (output.defined() && output.requires_grad() && GradMode::is_enabled()) {
     output.register_hook([this, &unit](const Tensor&) {
       pre_backward(unit);
@@ -101,9 +127,27 @@ void FsdpState::on_parameter_gradient(Unit& unit, size_t index, Tensor& paramete
 }
 
 void FsdpState::finish_unit(Unit& unit) {
-  if (!no_sync) unit.reduce_gradients();
+  if (!no_sync) {
+    // On CUDA the reduction runs on the collectives' stream while the device goes on with
+    // the next unit's backward; it is waited for when the next reduction starts (at most
+    // two unsharded gradients exist) or when backward ends. On the CPU it is waited for now.
+    finish_pending_reduction();
+    unit.start_reduction();
+    if (unit.device().is_cuda()) {
+      reducing_ = &unit;
+    } else {
+      unit.finish_reduction();
+    }
+  }
   unit.reset_gradient_count();
   if (options_.strategy != ShardingStrategy::no_shard) unit.reshard();
+}
+
+void FsdpState::finish_pending_reduction() {
+  if (reducing_ == nullptr) return;
+  Unit* unit = reducing_;
+  reducing_ = nullptr;
+  unit->finish_reduction();
 }
 
 void FsdpState::finish_backward() {
@@ -112,6 +156,7 @@ void FsdpState::finish_backward() {
   for (auto& unit : units_) {
     if (unit->gradients_received() > 0) finish_unit(*unit);
   }
+  finish_pending_reduction();
   for (auto& unit : units_) {
     if (!unit->is_root()) unit->reshard();
   }

@@ -28,7 +28,7 @@ class FsdpState final : public nn::ModuleAttachment {
   // Schedule steps.
   void root_pre_forward();
   void root_post_forward();
-  void pre_forward(Unit& unit);
+  void pre_forward(Unit& unit, Tensor& input);
   void post_forward(Unit& unit, Tensor& output);
   void pre_backward(Unit& unit);
   void on_parameter_gradient(Unit& unit, size_t index, Tensor& parameter);
@@ -37,6 +37,10 @@ class FsdpState final : public nn::ModuleAttachment {
  private:
   void begin_backward_once();
   void finish_unit(Unit& unit);
+  void finish_pending_reduction();
+  // Mixed precision's casts of a unit's forward input and output (in place, recorded by autograd).
+  void cast_forward_input(Tensor& input) const;
+  void cast_forward_output(Tensor& output) const;
   Unit* neighbour(const Unit& unit, int step) const;
 
   nn::Module& root_;
@@ -48,6 +52,8 @@ class FsdpState final : public nn::ModuleAttachment {
   bool order_recorded_ = false;
   bool in_forward_ = false;
   bool in_backward_ = false;
+  // The CUDA unit whose gradient reduction is in flight (waited for when the next starts).
+  Unit* reducing_ = nullptr;
 };
 
 // The state of a sharded root; throws ValueError when `root` is not sharded.

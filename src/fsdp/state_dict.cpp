@@ -38,6 +38,16 @@ StateDict full_state_dict(nn::Module& root, const FullStateDictOptions& options)
   // Gather unit by unit (every rank takes part), copying out the parameters.
   std::map<const Tensor*, Tensor> gathered;
   for (auto& unit : state.units()) {
+    if (unit->mixed_precision()) {
+      // The gathered buffer holds param_dtype copies; the state is the full-precision shards.
+      Tensor flat = unit->gather_full_precision();
+      if (keep) {
+        for (size_t i = 0; i < unit->parameters().size(); ++i) {
+          gathered[unit->parameters()[i].slot] = native::clone(unit->view_in(flat, i));
+        }
+      }
+      continue;
+    }
     bool was_gathered = unit->gathered();
     unit->wait_gathered();
     if (keep) {
@@ -83,13 +93,26 @@ void load_full_state_dict(nn::Module& root, const StateDict& state_dict, bool st
   for (auto& unit : state.units()) unit->reshard();
 }
 
+// With mixed precision the parameters are summoned in full precision (the shards' dtype),
+// not as the param_dtype copies forward uses, so that writeback does not round the shards.
 SummonFullParams::SummonFullParams(nn::Module& root, bool writeback) : root_(root), writeback_(writeback) {
-  for (auto& unit : detail::state_of(root_).units()) unit->wait_gathered();
+  for (auto& unit : detail::state_of(root_).units()) {
+    if (unit->mixed_precision()) {
+      unit->begin_full_precision_summon();
+    } else {
+      unit->wait_gathered();
+    }
+  }
 }
 
 SummonFullParams::~SummonFullParams() noexcept(false) {
   FsdpState& state = detail::state_of(root_);
   for (auto& unit : state.units()) {
+    if (unit->mixed_precision()) {
+      unit->end_full_precision_summon(writeback_);
+      unit->reshard();  // a gathered param_dtype buffer may predate the writeback
+      continue;
+    }
     if (writeback_) {
       unit->repoint_parameters();
       unit->write_back();

@@ -32,7 +32,8 @@ std::vector<FlatEntry> entries_of(const std::string& unit, const std::vector<Par
 }  // namespace
 
 Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> parameters, dist::ProcessGroup& group,
-           ShardingStrategy strategy, dist::ReduceOp gradient_reduction, bool is_root, Counters& counters)
+           ShardingStrategy strategy, dist::ReduceOp gradient_reduction, const MixedPrecision& mixed_precision,
+           bool is_root, Counters& counters)
     : name_(std::move(name)),
       module_(module),
       parameters_(std::move(parameters)),
@@ -45,6 +46,10 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
   DType dtype = DType::f32;
   std::vector<FlatEntry> entries = entries_of(name_, parameters_, dtype, device_);
   layout_ = FlatLayout(std::move(entries), dtype, sharded_ ? group.size() : 1);
+  param_dtype_ = mixed_precision.param_dtype.value_or(dtype);
+  reduce_dtype_ = mixed_precision.reduce_dtype.value_or(param_dtype_);
+  TS_CHECK(sharded_ || param_dtype_ == dtype, ValueError, "fully_shard: unit '", name_,
+           "': mixed precision needs a sharded strategy (FULL_SHARD or SHARD_GRAD_OP), not NO_SHARD");
 
   NoGradGuard no_grad;
   full_storage_ = std::make_shared<Storage>(0, device_);
@@ -52,7 +57,7 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
   full_impl->storage = full_storage_;
   full_impl->sizes = {layout_.padded_numel()};
   full_impl->strides = {1};
-  full_impl->dtype = dtype;
+  full_impl->dtype = param_dtype_;
   full_ = Tensor(std::move(full_impl));
 
   // This rank's shard: the parameters' elements in its range, zero in gaps and padding.
@@ -91,21 +96,28 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
 }
 
 Unit::~Unit() {
-  if (pending_gather_) {
+  for (auto* pending : {&pending_gather_, &pending_reduction_}) {
+    if (!*pending) continue;
     try {
-      pending_gather_->wait();
-    } catch (...) {  // a failed gather is already reported by whoever waited first
+      (*pending)->wait();
+    } catch (...) {  // a failed collective is already reported by whoever waited first
     }
   }
 }
 
 int64_t Unit::padded_bytes() const {
-  return layout_.padded_numel() * static_cast<int64_t>(element_size(layout_.dtype()));
+  return layout_.padded_numel() * static_cast<int64_t>(element_size(param_dtype_));
 }
 
-Tensor Unit::view_of(size_t index) const {
+int64_t Unit::gradient_bytes() const {
+  return layout_.padded_numel() * static_cast<int64_t>(element_size(reduce_dtype_));
+}
+
+Tensor Unit::view_of(size_t index) const { return view_in(full_, index); }
+
+Tensor Unit::view_in(const Tensor& flat, size_t index) const {
   const FlatEntry& entry = layout_.entries()[index];
-  return native::as_strided(full_, entry.shape, contiguous_strides(entry.shape), entry.offset);
+  return native::as_strided(flat, entry.shape, contiguous_strides(entry.shape), entry.offset);
 }
 
 void Unit::allocate_full() {
@@ -116,7 +128,10 @@ void Unit::allocate_full() {
 void Unit::start_gather() {
   if (state_ != State::released) return;
   allocate_full();
-  pending_gather_ = group_.all_gather_into_async(full_, shard_.detach());
+  // Mixed precision gathers the shard cast to param_dtype (the cast copy lives in the Work).
+  Tensor source = shard_.detach();
+  if (mixed_precision()) source = native::to_dtype(source, param_dtype_);
+  pending_gather_ = group_.all_gather_into_async(full_, source);
   counters_.all_gathered_bytes += padded_bytes();
   ++counters_.all_gathers;
   state_ = State::gathering;
@@ -142,28 +157,36 @@ void Unit::reshard() {
 void Unit::accumulate_gradient(size_t index, const Tensor& grad) {
   NoGradGuard no_grad;
   if (!full_gradient_.defined()) {
-    full_gradient_ = native::zeros({layout_.padded_numel()}, layout_.dtype(), device_);
-    counters_.add_gradient_bytes(padded_bytes());
+    full_gradient_ = native::zeros({layout_.padded_numel()}, reduce_dtype_, device_);
+    counters_.add_gradient_bytes(gradient_bytes());
   }
   const FlatEntry& entry = layout_.entries()[index];
   Tensor slot = native::view(native::narrow(full_gradient_, 0, entry.offset, entry.numel), entry.shape);
-  native::add_scaled_(slot, grad, 1.0);
+  native::add_scaled_(slot, grad.dtype() == reduce_dtype_ ? grad : native::to_dtype(grad, reduce_dtype_), 1.0);
   ++gradients_received_;
 }
 
-void Unit::reduce_gradients() {
-  if (!full_gradient_.defined()) return;
+void Unit::start_reduction() {
+  if (!full_gradient_.defined() || pending_reduction_) return;
   NoGradGuard no_grad;
-  Tensor reduced;
   if (sharded_) {
-    reduced = native::empty({layout_.shard_numel()}, layout_.dtype(), device_);
-    group_.reduce_scatter_into(reduced, full_gradient_, gradient_reduction_);
+    reducing_into_ = native::empty({layout_.shard_numel()}, reduce_dtype_, device_);
+    pending_reduction_ = group_.reduce_scatter_into_async(reducing_into_, full_gradient_, gradient_reduction_);
   } else {
-    reduced = full_gradient_;
-    group_.all_reduce(reduced, gradient_reduction_);
+    reducing_into_ = full_gradient_;
+    pending_reduction_ = group_.all_reduce_async(reducing_into_, gradient_reduction_);
   }
-  counters_.reduce_scattered_bytes += padded_bytes();
+  counters_.reduce_scattered_bytes += gradient_bytes();
   ++counters_.reduce_scatters;
+}
+
+void Unit::finish_reduction() {
+  if (!pending_reduction_) return;
+  NoGradGuard no_grad;
+  std::shared_ptr<dist::Work> work = std::move(pending_reduction_);
+  work->wait();
+  Tensor reduced = std::move(reducing_into_);
+  if (reduced.dtype() != layout_.dtype()) reduced = native::to_dtype(reduced, layout_.dtype());
   Tensor existing = shard_.grad();
   if (existing.defined()) {
     native::add_scaled_(existing, reduced, 1.0);
@@ -173,10 +196,15 @@ void Unit::reduce_gradients() {
   drop_unsharded_gradient();
 }
 
+void Unit::reduce_gradients() {
+  start_reduction();
+  finish_reduction();
+}
+
 void Unit::drop_unsharded_gradient() {
   if (!full_gradient_.defined()) return;
   full_gradient_ = Tensor();
-  counters_.add_gradient_bytes(-padded_bytes());
+  counters_.add_gradient_bytes(-gradient_bytes());
   gradients_received_ = 0;
 }
 
@@ -192,6 +220,39 @@ void Unit::write_back() {
 Tensor Unit::full_parameter(size_t index) const {
   TS_CHECK(state_ == State::gathered, Error, "FSDP unit '", name_, "' is not gathered");
   return native::clone(view_of(index));
+}
+
+Tensor Unit::gather_full_precision() {
+  NoGradGuard no_grad;
+  Tensor flat = native::empty({layout_.padded_numel()}, layout_.dtype(), device_);
+  if (sharded_) {
+    group_.all_gather_into(flat, shard_.detach());
+  } else {
+    native::copy_(flat, shard_.detach());
+  }
+  return flat;
+}
+
+void Unit::begin_full_precision_summon() {
+  summoned_ = gather_full_precision();
+  for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].slot->set_data(view_in(summoned_, i));
+}
+
+void Unit::end_full_precision_summon(bool writeback) {
+  if (!summoned_.defined()) return;
+  NoGradGuard no_grad;
+  if (writeback) {
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      Tensor& slot = *parameters_[i].slot;
+      if (slot.storage() == summoned_.storage()) continue;
+      Tensor view = view_in(summoned_, i);  // the user reassigned the parameter: take its values
+      native::copy_(view, slot);
+    }
+    ElementRange range = shard_range();
+    native::copy_(shard_, native::narrow(summoned_, 0, range.begin, range.size()));
+  }
+  for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].slot->set_data(view_of(i));
+  summoned_ = Tensor();
 }
 
 void Unit::load_parameter(size_t index, const Tensor& full) {

@@ -58,8 +58,11 @@ class Unit {
  public:
   // Builds the layout, fills this rank's shard from the parameters (deferred ones slice by
   // slice), and points every parameter at its view of the (not yet gathered) full buffer.
+  // With mixed precision the shard keeps the parameters' dtype and the gathered buffer
+  // (what the parameters view) is in its param_dtype.
   Unit(std::string name, nn::Module& module, std::vector<ParameterRef> parameters, dist::ProcessGroup& group,
-       ShardingStrategy strategy, dist::ReduceOp gradient_reduction, bool is_root, Counters& counters);
+       ShardingStrategy strategy, dist::ReduceOp gradient_reduction, const MixedPrecision& mixed_precision,
+       bool is_root, Counters& counters);
   ~Unit();
   Unit(const Unit&) = delete;
   Unit& operator=(const Unit&) = delete;
@@ -72,6 +75,9 @@ class Unit {
   // The optimizer-visible flat shard (for NO_SHARD, the whole flat parameter).
   Tensor& shard() { return shard_; }
   bool sharded() const { return sharded_; }
+  Device device() const { return device_; }
+  // True when the gathered parameters have another dtype than the shard.
+  bool mixed_precision() const { return param_dtype_ != layout_.dtype(); }
 
   // Parameters: gathered (or being gathered) or released.
   bool gathered() const { return state_ != State::released; }
@@ -85,7 +91,11 @@ class Unit {
   int gradients_expected() const { return static_cast<int>(parameters_.size()); }
   bool has_unsharded_gradient() const { return full_gradient_.defined(); }
   // Reduce-scatters (NO_SHARD: all-reduces) the unsharded gradient into the shard's
-  // gradient, adding to what is there, and frees it.
+  // gradient, adding to what is there, and frees it: start_reduction() issues the
+  // collective, finish_reduction() waits for it and does the rest (nothing when none is
+  // pending). reduce_gradients() is both.
+  void start_reduction();
+  void finish_reduction();
   void reduce_gradients();
   void drop_unsharded_gradient();
   void reset_gradient_count() { gradients_received_ = 0; }
@@ -95,6 +105,17 @@ class Unit {
   void write_back();
   // The full tensor of parameter `index` (a copy; the unit must be gathered).
   Tensor full_parameter(size_t index) const;
+  // The unpadded-layout flat parameter in the shard's dtype, all-gathered from the shards
+  // (with mixed precision the gathered buffer is in param_dtype; state dicts need this).
+  // Collective.
+  Tensor gather_full_precision();
+  // Parameter `index`'s view of a flat tensor laid out as this unit's buffer.
+  Tensor view_in(const Tensor& flat, size_t index) const;
+  // Mixed precision's summon_full_params: the parameters become views of a full-precision
+  // gathered copy (collective), and back to views of the buffer when it ends; with
+  // writeback, this rank's slice of the copy (after the user's changes) goes into the shard.
+  void begin_full_precision_summon();
+  void end_full_precision_summon(bool writeback);
   // Copies parameter `index`'s elements that fall in this rank's shard from `full`.
   void load_parameter(size_t index, const Tensor& full);
   // Points every parameter slot at its view of the full buffer again (after a user
@@ -106,7 +127,8 @@ class Unit {
   Tensor view_of(size_t index) const;
   void allocate_full();
   ElementRange shard_range() const { return layout_.shard_range(sharded_ ? group_.rank() : 0); }
-  int64_t padded_bytes() const;
+  int64_t padded_bytes() const;    // the gathered buffer, in param_dtype
+  int64_t gradient_bytes() const;  // the unsharded gradient, in reduce_dtype
 
   std::string name_;
   nn::Module& module_;
@@ -119,12 +141,17 @@ class Unit {
   Counters& counters_;
   FlatLayout layout_;
   Device device_;
+  DType param_dtype_ = DType::f32;
+  DType reduce_dtype_ = DType::f32;
 
   Tensor shard_;
   std::shared_ptr<Storage> full_storage_;  // the gathered buffer; 0 bytes when released
   Tensor full_;                            // [padded] over full_storage_
   Tensor full_gradient_;                   // [padded], while gradients are being collected
   std::shared_ptr<dist::Work> pending_gather_;
+  std::shared_ptr<dist::Work> pending_reduction_;
+  Tensor reducing_into_;                   // the reduction's output, until finish_reduction()
+  Tensor summoned_;                        // mixed precision's full-precision summon
   State state_ = State::released;
   int gradients_received_ = 0;
 };

@@ -3,9 +3,14 @@
 
 #include <cmath>
 
+#include "tessera/config.h"
 #include "tessera/optim/elementwise.h"
 #include "tessera/tensor/error.h"
 #include "tessera/tensor/factory.h"
+
+#if TESSERA_HAS_CUDA
+#include "tessera/optim/cuda_updates.h"
+#endif
 
 namespace tessera::optim {
 
@@ -31,28 +36,6 @@ std::vector<Optimizer::StateSlot> Adadelta::state_slots() const {
   return {{"step", false, true}, {"square_avg", true, true}, {"acc_delta", true, true}};
 }
 
-namespace {
-
-template <class T>
-void adadelta_update(T* param, const T* grad, T* square_avg, T* acc_delta, int64_t n, const AdadeltaOptions& o) {
-  const T rho = static_cast<T>(o.rho), one_minus_rho = static_cast<T>(1.0 - o.rho);
-  const T eps = static_cast<T>(o.eps), weight_decay = static_cast<T>(o.weight_decay);
-  const T negative_lr = static_cast<T>(-o.lr);
-  const bool decay = o.weight_decay != 0.0, maximize = o.maximize;
-  detail::for_each_element(n, [=](int64_t i) {
-    T g = maximize ? -grad[i] : grad[i];
-    if (decay) g = detail::add_scaled(g, param[i], weight_decay);
-    const T v = detail::addcmul(square_avg[i] * rho, g, g, one_minus_rho);
-    square_avg[i] = v;
-    const T std_dev = std::sqrt(v + eps);
-    const T delta = std::sqrt(acc_delta[i] + eps) / std_dev * g;
-    acc_delta[i] = detail::addcmul(acc_delta[i] * rho, delta, delta, one_minus_rho);
-    param[i] = detail::add_scaled(param[i], delta, negative_lr);
-  });
-}
-
-}  // namespace
-
 void Adadelta::update(Tensor& param, const Tensor& grad, StateDict& state) {
   if (state.empty()) {
     state.insert("step", full({}, 0.0, {.dtype = DType::f64}));
@@ -61,9 +44,24 @@ void Adadelta::update(Tensor& param, const Tensor& grad, StateDict& state) {
   }
   // Adadelta's update does not read the step; PyTorch counts it for checkpoints.
   state.at("step").fill_(state.at("step").item<double>() + 1.0);
+  const AdadeltaOptions& o = options_;
   dispatch_floating(param.dtype(), "Adadelta.step", [&]<class T>() {
-    adadelta_update<T>(param.data_ptr<T>(), grad.data_ptr<T>(), state.at("square_avg").data_ptr<T>(),
-                       state.at("acc_delta").data_ptr<T>(), param.numel(), options_);
+    const detail::AdadeltaScalars<T> s{.rho = static_cast<T>(o.rho),
+                                       .one_minus_rho = static_cast<T>(1.0 - o.rho),
+                                       .eps = static_cast<T>(o.eps),
+                                       .weight_decay = static_cast<T>(o.weight_decay),
+                                       .negative_lr = static_cast<T>(-o.lr),
+                                       .decay = o.weight_decay != 0.0,
+                                       .maximize = o.maximize};
+    T* p = param.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    T* v = state.at("square_avg").data_ptr<T>();
+    T* u = state.at("acc_delta").data_ptr<T>();
+    const int64_t n = param.numel();
+#if TESSERA_HAS_CUDA
+    if (param.is_cuda()) return detail::cuda_adadelta_update<T>(param.device().index, n, p, g, v, u, s);
+#endif
+    detail::for_each_element(n, [=](int64_t i) { detail::adadelta_element(p[i], g[i], v[i], u[i], s); });
   });
 }
 

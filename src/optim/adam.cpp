@@ -5,9 +5,14 @@
 
 #include <cmath>
 
+#include "tessera/config.h"
 #include "tessera/optim/elementwise.h"
 #include "tessera/tensor/error.h"
 #include "tessera/tensor/factory.h"
+
+#if TESSERA_HAS_CUDA
+#include "tessera/optim/cuda_updates.h"
+#endif
 
 namespace tessera::optim {
 
@@ -53,49 +58,6 @@ std::vector<Optimizer::StateSlot> Adam::state_slots() const {
           {"max_exp_avg_sq", true, options_.amsgrad}};
 }
 
-namespace {
-
-struct AdamScalars {
-  double beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
-  double weight_decay;        // coupled: added to the gradient (Adam)
-  double decay_factor;        // decoupled: 1 - lr * weight_decay (AdamW), else 1
-  double bias_correction2_sqrt;
-  double negative_step_size;  // -lr / (1 - beta1^t)
-  bool decay, decoupled, amsgrad, maximize;
-};
-
-template <class T>
-void adam_update(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_exp_avg_sq, int64_t n,
-                 const AdamScalars& s) {
-  const T beta1 = static_cast<T>(s.beta1), beta2 = static_cast<T>(s.beta2);
-  const T one_minus_beta1 = static_cast<T>(s.one_minus_beta1), one_minus_beta2 = static_cast<T>(s.one_minus_beta2);
-  const T eps = static_cast<T>(s.eps), weight_decay = static_cast<T>(s.weight_decay);
-  const T decay_factor = static_cast<T>(s.decay_factor);
-  const T bias_correction2_sqrt = static_cast<T>(s.bias_correction2_sqrt);
-  const T negative_step_size = static_cast<T>(s.negative_step_size);
-  const bool coupled_decay = s.decay && !s.decoupled, decoupled_decay = s.decoupled;
-  const bool amsgrad = s.amsgrad, maximize = s.maximize;
-  detail::for_each_element(n, [=](int64_t i) {
-    T g = maximize ? -grad[i] : grad[i];
-    T p = param[i];
-    if (coupled_decay) g = detail::add_scaled(g, p, weight_decay);
-    if (decoupled_decay) p = p * decay_factor;
-    const T m = detail::add_scaled(exp_avg[i] * beta1, g, one_minus_beta1);
-    const T v = detail::addcmul(exp_avg_sq[i] * beta2, g, g, one_minus_beta2);
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    T second_moment = v;
-    if (amsgrad) {
-      second_moment = detail::maximum(max_exp_avg_sq[i], v);
-      max_exp_avg_sq[i] = second_moment;
-    }
-    const T denom = std::sqrt(second_moment) / bias_correction2_sqrt + eps;
-    param[i] = detail::addcdiv(p, m, denom, negative_step_size);
-  });
-}
-
-}  // namespace
-
 void Adam::update(Tensor& param, const Tensor& grad, StateDict& state) {
   if (state.empty()) {
     state.insert("step", full({}, 0.0, {.dtype = DType::f64}));
@@ -108,28 +70,35 @@ void Adam::update(Tensor& param, const Tensor& grad, StateDict& state) {
   state.at("step").fill_(step);
 
   const AdamOptions& o = options_;
-  AdamScalars s{};
-  s.beta1 = o.betas[0];
-  s.beta2 = o.betas[1];
-  s.one_minus_beta1 = 1.0 - o.betas[0];
-  s.one_minus_beta2 = 1.0 - o.betas[1];
-  s.eps = o.eps;
-  s.weight_decay = o.weight_decay;
-  s.decay = o.weight_decay != 0.0;
-  s.decoupled = decoupled_weight_decay_;
-  s.decay_factor = 1.0 - o.lr * o.weight_decay;
   const double bias_correction1 = 1.0 - std::pow(o.betas[0], step);
   const double bias_correction2 = 1.0 - std::pow(o.betas[1], step);
-  s.negative_step_size = -(o.lr / bias_correction1);
-  s.bias_correction2_sqrt = std::sqrt(bias_correction2);
-  s.amsgrad = o.amsgrad;
-  s.maximize = o.maximize;
-
   Tensor max_exp_avg_sq = o.amsgrad ? state.at("max_exp_avg_sq") : Tensor();
   dispatch_floating(param.dtype(), type_name() + ".step", [&]<class T>() {
-    adam_update<T>(param.data_ptr<T>(), grad.data_ptr<T>(), state.at("exp_avg").data_ptr<T>(),
-                   state.at("exp_avg_sq").data_ptr<T>(),
-                   max_exp_avg_sq.defined() ? max_exp_avg_sq.data_ptr<T>() : nullptr, param.numel(), s);
+    // The bias corrections and the step size are Python doubles, cast where they meet a tensor.
+    const detail::AdamScalars<T> s{.beta1 = static_cast<T>(o.betas[0]),
+                                   .beta2 = static_cast<T>(o.betas[1]),
+                                   .one_minus_beta1 = static_cast<T>(1.0 - o.betas[0]),
+                                   .one_minus_beta2 = static_cast<T>(1.0 - o.betas[1]),
+                                   .eps = static_cast<T>(o.eps),
+                                   .weight_decay = static_cast<T>(o.weight_decay),
+                                   .decay_factor = static_cast<T>(1.0 - o.lr * o.weight_decay),
+                                   .bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
+                                   .negative_step_size = static_cast<T>(-(o.lr / bias_correction1)),
+                                   .coupled_decay = o.weight_decay != 0.0 && !decoupled_weight_decay_,
+                                   .decoupled_decay = decoupled_weight_decay_,
+                                   .amsgrad = o.amsgrad,
+                                   .maximize = o.maximize};
+    T* p = param.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    T* m = state.at("exp_avg").data_ptr<T>();
+    T* v = state.at("exp_avg_sq").data_ptr<T>();
+    T* v_max = max_exp_avg_sq.defined() ? max_exp_avg_sq.data_ptr<T>() : nullptr;
+    const int64_t n = param.numel();
+#if TESSERA_HAS_CUDA
+    if (param.is_cuda()) return detail::cuda_adam_update<T>(param.device().index, n, p, g, m, v, v_max, s);
+#endif
+    detail::for_each_element(
+        n, [=](int64_t i) { detail::adam_element(p[i], g[i], m[i], v[i], v_max != nullptr ? v_max + i : nullptr, s); });
   });
 }
 

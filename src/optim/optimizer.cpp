@@ -59,8 +59,7 @@ void Optimizer::step() {
     if (!grad.defined()) continue;
     // Built only when a check fails (TS_CHECK evaluates its message lazily).
     auto where = [&] { return type_name() + ".step: parameter " + std::to_string(i) + " (" + param.str() + ")"; };
-    TS_CHECK(!param.is_cuda() && !grad.is_cuda(), DeviceError, where(),
-             ": optimizer updates are implemented for CPU tensors only");
+    TS_CHECK(grad.device() == param.device(), DeviceError, where(), ": gradient is on ", grad.device().str());
     TS_CHECK(param.dtype() == DType::f32 || param.dtype() == DType::f64, DTypeError, where(),
              ": expected float32 or float64");
     TS_CHECK(grad.dtype() == param.dtype(), DTypeError, where(), ": gradient has dtype ", dtype_name(grad.dtype()));

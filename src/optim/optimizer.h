@@ -72,8 +72,9 @@ class Optimizer {
     bool required;     // present in every parameter's state once it has stepped
   };
 
-  // One parameter's update. `param` is a contiguous CPU float32/float64 tensor, `grad`
-  // a contiguous tensor of its shape and dtype; `state` is this parameter's state.
+  // One parameter's update. `param` is a contiguous float32/float64 tensor (CPU or CUDA),
+  // `grad` a contiguous tensor of its shape, dtype and device; `state` is this parameter's
+  // state (per-element tensors on the parameter's device, counters on the CPU).
   virtual void update(Tensor& param, const Tensor& grad, StateDict& state) = 0;
   // The state slots under the current hyper-parameters (used to check loaded state).
   virtual std::vector<StateSlot> state_slots() const = 0;

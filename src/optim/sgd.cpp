@@ -3,9 +3,14 @@
 
 #include <cmath>
 
+#include "tessera/config.h"
 #include "tessera/optim/elementwise.h"
 #include "tessera/tensor/error.h"
 #include "tessera/tensor/factory.h"
+
+#if TESSERA_HAS_CUDA
+#include "tessera/optim/cuda_updates.h"
+#endif
 
 namespace tessera::optim {
 
@@ -39,24 +44,17 @@ std::vector<Optimizer::StateSlot> SGD::state_slots() const {
 namespace {
 
 template <class T>
-void sgd_update(T* param, const T* grad, T* buffer, bool first_step, int64_t n, const SGDOptions& o) {
+detail::SgdScalars<T> sgd_scalars(const SGDOptions& o, bool first_step) {
   // Python floats reach PyTorch's kernels cast to the tensor's dtype.
-  const T weight_decay = static_cast<T>(o.weight_decay);
-  const T momentum = static_cast<T>(o.momentum);
-  const T one_minus_dampening = static_cast<T>(1.0 - o.dampening);
-  const T negative_lr = static_cast<T>(-o.lr);
-  const bool decay = o.weight_decay != 0.0;
-  const bool use_momentum = o.momentum != 0.0;
-  detail::for_each_element(n, [=](int64_t i) {
-    T d = o.maximize ? -grad[i] : grad[i];
-    if (decay) d = detail::add_scaled(d, param[i], weight_decay);
-    if (use_momentum) {
-      T b = first_step ? d : detail::add_scaled(buffer[i] * momentum, d, one_minus_dampening);
-      buffer[i] = b;
-      d = o.nesterov ? detail::add_scaled(d, b, momentum) : b;
-    }
-    param[i] = detail::add_scaled(param[i], d, negative_lr);
-  });
+  return {.weight_decay = static_cast<T>(o.weight_decay),
+          .momentum = static_cast<T>(o.momentum),
+          .one_minus_dampening = static_cast<T>(1.0 - o.dampening),
+          .negative_lr = static_cast<T>(-o.lr),
+          .decay = o.weight_decay != 0.0,
+          .use_momentum = o.momentum != 0.0,
+          .nesterov = o.nesterov,
+          .maximize = o.maximize,
+          .first_step = first_step};
 }
 
 }  // namespace
@@ -69,8 +67,15 @@ void SGD::update(Tensor& param, const Tensor& grad, StateDict& state) {
   }
   Tensor buffer = options_.momentum != 0.0 ? state.at("momentum_buffer") : Tensor();
   dispatch_floating(param.dtype(), "SGD.step", [&]<class T>() {
-    sgd_update<T>(param.data_ptr<T>(), grad.data_ptr<T>(), buffer.defined() ? buffer.data_ptr<T>() : nullptr,
-                  first_step, param.numel(), options_);
+    const detail::SgdScalars<T> s = sgd_scalars<T>(options_, first_step);
+    T* p = param.data_ptr<T>();
+    const T* g = grad.data_ptr<T>();
+    T* b = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
+    const int64_t n = param.numel();
+#if TESSERA_HAS_CUDA
+    if (param.is_cuda()) return detail::cuda_sgd_update<T>(param.device().index, n, p, g, b, s);
+#endif
+    detail::for_each_element(n, [=](int64_t i) { detail::sgd_element(p[i], g[i], b != nullptr ? b + i : nullptr, s); });
   });
 }
 

@@ -69,6 +69,14 @@ const std::shared_ptr<ts::dist::ProcessGroup>& world() { return world_group; }
 
 int main(int argc, char** argv) {
   world_group = ts::dist::init(argc, argv);
+#ifdef DIST_TEST_REQUIRES_CUDA
+  // The gpu suite's multi-rank tests: every rank skips alike (exit code 77) without a device.
+  if (!ts::cuda::is_available()) {
+    if (world_group->rank() == 0) std::printf("gpu dist tests skipped: %s\n", ts::cuda::unavailable_reason().c_str());
+    world_group.reset();
+    return 77;
+  }
+#endif
   doctest::Context context;
   context.applyCommandLine(argc, argv);
   if (world_group->rank() != 0) context.setOption("minimal", true);

@@ -1,0 +1,180 @@
+// FSDP on one GPU against the CPU: the MNIST network trained for a few steps (dropout on,
+// SGD with momentum) with its shards, gathered buffers and gradients on cuda:0, over the
+// one-rank NCCL group and over the single-rank group, must follow the plain CPU run to
+// float32 tolerance; bfloat16 mixed precision must follow it to bfloat16 tolerance and
+// keep float32 shards, gradients and optimizer state. (Two ranks sharing the GPU over the
+// MPI group: test_gpu_dist.cpp.)
+//
+// Tolerances, normwise relative: float32 1e-4 — the op table's per-op bound is 2e-5 and a
+// step chains about twenty ops, forward and backward; bfloat16 compute 3e-2 on the loss
+// (8-bit mantissa, several layers) and 1e-2 on the parameters (the initial values
+// dominate them; only the few updates carry bfloat16 error).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <tessera/tessera.h>
+
+#include "../../examples/mnist_net.h"
+#include "gpu_test.h"
+
+namespace ts = tessera;
+namespace fsdp = tessera::fsdp;
+using ts::DType;
+using ts::Tensor;
+
+namespace {
+
+constexpr int kSteps = 5;
+constexpr int64_t kBatch = 16;
+constexpr uint64_t kSeed = 21;
+
+struct Trained {
+  std::vector<double> losses;
+  ts::StateDict state;  // on the CPU
+};
+
+// Trains the network on `device`; with a group, sharded over it with `options`.
+Trained train(ts::Device device, const std::shared_ptr<ts::dist::ProcessGroup>& group,
+              fsdp::FullyShardOptions options = {}) {
+  mnist::Net model;
+  model.reset_parameters(kSeed);
+  model.to(device);
+  if (group) fsdp::fully_shard(model, group, options);
+  ts::optim::SGD optimizer(model.parameters(), {.lr = 0.05, .momentum = 0.9});
+  ts::Generator gen(kSeed);
+  Trained trained;
+  for (int step = 0; step < kSteps; ++step) {
+    Tensor images = ts::randn({kBatch, 1, 28, 28}, gen).to(device);
+    Tensor labels = ts::randint(0, 10, {kBatch}, gen).to(device);
+    ts::nn::BatchScope scope({.seed = kSeed, .step = static_cast<uint64_t>(step), .first_row = 0});
+    optimizer.zero_grad();
+    Tensor loss = ts::nll_loss(model(images), labels);
+    loss.backward();
+    optimizer.step();
+    trained.losses.push_back(loss.detach().to(DType::f64).item<double>());
+  }
+  for (auto& [name, tensor] : model.state_dict()) trained.state.insert(name, tensor.cpu());
+  return trained;
+}
+
+double relative_difference(const Tensor& a, const Tensor& b) {
+  Tensor diff = a.to(DType::f64) - b.to(DType::f64);
+  double norm = std::sqrt((b.to(DType::f64) * b.to(DType::f64)).sum().item<double>());
+  return std::sqrt((diff * diff).sum().item<double>()) / std::max(norm, 1e-300);
+}
+
+void check_close(const Trained& actual, const Trained& expected, double loss_tolerance, double parameter_tolerance,
+                 const char* what) {
+  double worst_loss = 0, worst_parameter = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    worst_loss = std::max(worst_loss, std::abs(actual.losses[step] - expected.losses[step]) / expected.losses[step]);
+  }
+  CHECK(actual.state.keys() == expected.state.keys());
+  for (auto& [name, tensor] : expected.state) {
+    CHECK(actual.state.at(name).dtype() == tensor.dtype());
+    worst_parameter = std::max(worst_parameter, relative_difference(actual.state.at(name), tensor));
+  }
+  MESSAGE(std::string(what), ": worst loss error ", worst_loss, ", worst parameter error ", worst_parameter);
+  CHECK(worst_loss <= loss_tolerance);
+  CHECK(worst_parameter <= parameter_tolerance);
+}
+
+std::shared_ptr<ts::dist::ProcessGroup> nccl_group() {
+  if (!ts::dist::nccl_is_compiled()) {
+    FAIL_CHECK("this Tessera was built without NCCL: the gpu suite needs it (-Dnccl=enabled)");
+    return nullptr;
+  }
+  ts::dist::GroupOptions options;
+  options.device = 0;
+  return ts::dist::new_group(ts::dist::init(), ts::dist::Backend::nccl, options);
+}
+
+}  // namespace
+
+TEST_CASE("fsdp on cuda: deferred initialisation fills device shards with the CPU's values") {
+  if (!gpu_test::cuda_target()) return;
+  mnist::Net on_cpu, on_gpu;
+  on_cpu.reset_parameters(kSeed);
+  on_gpu.reset_parameters(kSeed);
+  fsdp::fully_shard(on_gpu, ts::dist::init(), {.device = ts::Device::cuda(0)});  // never used before: still deferred
+  for (const fsdp::UnitInfo& unit : fsdp::units(on_gpu)) CHECK(unit.shard.device() == ts::Device::cuda(0));
+  ts::StateDict expected = on_cpu.state_dict(), actual = on_gpu.state_dict();
+  CHECK(actual.keys() == expected.keys());
+  for (auto& [name, tensor] : expected) {
+    CHECK(actual.at(name).device() == ts::Device::cuda(0));
+    CHECK_MESSAGE(actual.at(name).cpu().to_vector<float>() == tensor.to_vector<float>(), name);
+  }
+}
+
+TEST_CASE("fsdp on cuda with NCCL at one rank follows the CPU run") {
+  if (!gpu_test::cuda_target()) return;
+  auto group = nccl_group();
+  if (!group) return;
+  Trained cpu = train(ts::Device::cpu(), nullptr);
+  Trained gpu = train(ts::Device::cuda(0), group, {.gradient_reduction = ts::dist::ReduceOp::avg});
+  check_close(gpu, cpu, 1e-4, 1e-4, "NCCL FSDP vs CPU");
+  // Without prefetch and with SHARD_GRAD_OP the schedule differs, not the result.
+  Trained plain = train(ts::Device::cuda(0), group, {.strategy = fsdp::ShardingStrategy::shard_grad_op, .prefetch = false});
+  check_close(plain, cpu, 1e-4, 1e-4, "NCCL FSDP (SHARD_GRAD_OP, no prefetch) vs CPU");
+}
+
+TEST_CASE("fsdp on cuda over the single-rank group follows the CPU run, and keeps nothing on the host") {
+  if (!gpu_test::cuda_target()) return;
+  Trained cpu = train(ts::Device::cpu(), nullptr);
+  const int64_t host_before = ts::memory_stats(ts::Device::cpu()).current_bytes;
+  mnist::Net model;
+  model.reset_parameters(kSeed);
+  model.to(ts::Device::cuda(0));
+  fsdp::fully_shard(model, ts::dist::init());
+  for (const fsdp::UnitInfo& unit : fsdp::units(model)) CHECK(unit.shard.device() == ts::Device::cuda(0));
+  CHECK(ts::memory_stats(ts::Device::cpu()).current_bytes - host_before < 64 * 1024);  // no host copies of the model
+  Trained gpu = train(ts::Device::cuda(0), ts::dist::init());
+  check_close(gpu, cpu, 1e-4, 1e-4, "single-group FSDP on cuda vs CPU");
+}
+
+TEST_CASE("fsdp on cuda: bfloat16 mixed precision keeps float32 shards and follows the float32 run") {
+  if (!gpu_test::cuda_target()) return;
+  auto group = nccl_group();
+  if (!group) return;
+  const fsdp::MixedPrecision policy{.param_dtype = DType::bf16, .reduce_dtype = DType::f32, .output_dtype = DType::f32};
+  Trained cpu = train(ts::Device::cpu(), nullptr);
+  Trained mixed = train(ts::Device::cuda(0), group, {.mixed_precision = policy});
+  check_close(mixed, cpu, 3e-2, 1e-2, "bfloat16 FSDP on cuda vs float32 CPU");
+
+  // The mechanics: float32 shards, gradients and optimizer state; bfloat16 parameters and compute.
+  mnist::Net model;
+  model.to(ts::Device::cuda(0));
+  fsdp::fully_shard(model, group, {.mixed_precision = policy});
+  ts::optim::Adam optimizer(model.parameters(), {.lr = 1e-3});
+  ts::Generator gen(4);
+  Tensor images = ts::randn({4, 1, 28, 28}, gen).to(ts::Device::cuda(0));
+  Tensor output = model(images);
+  CHECK(output.dtype() == DType::f32);            // output_dtype
+  CHECK(model.fc2.weight.dtype() == DType::bf16);  // a view of the gathered bfloat16 buffer
+  ts::nll_loss(output, ts::randint(0, 10, {4}, gen).to(ts::Device::cuda(0))).backward();
+  optimizer.step();
+  for (const fsdp::UnitInfo& unit : fsdp::units(model)) {
+    CHECK(unit.shard.dtype() == DType::f32);
+    CHECK(unit.shard.grad().dtype() == DType::f32);
+  }
+  CHECK(optimizer.state(0).at("exp_avg").dtype() == DType::f32);
+  CHECK(model.state_dict().at("fc1.weight").dtype() == DType::f32);
+  // The gathered buffers are half the size of float32 ones.
+  fsdp::MemoryReport report = fsdp::memory_report(model);
+  CHECK(report.peak_unsharded_parameter_bytes <= report.largest_unit_bytes);
+}
+
+TEST_CASE("fsdp on cuda: a CPU model on an NCCL group is refused with the remedy") {
+  if (!gpu_test::cuda_target()) return;
+  auto group = nccl_group();
+  if (!group) return;
+  mnist::Net model;
+  std::string message;
+  try {
+    fsdp::fully_shard(model, group);
+  } catch (const ts::DeviceError& error) {
+    message = error.what();
+  }
+  CHECK(message.find("is on cpu but the NCCL group") != std::string::npos);
+  CHECK(message.find("call model.to(cuda:0) first") != std::string::npos);
+}
