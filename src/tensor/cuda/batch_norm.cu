@@ -17,18 +17,6 @@ using namespace native;
 
 namespace {
 
-__device__ double block_sum(double value, double* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int step = kThreads / 2; step > 0; step >>= 1) {
-    if (threadIdx.x < step) shared[threadIdx.x] += shared[threadIdx.x + step];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
 struct Channels {
   int64_t outer, channels, inner;
 };
@@ -42,21 +30,20 @@ template <class T>
 __global__ void batch_norm_kernel(const T* x, const T* weight, const T* bias, T* running_mean, T* running_var,
                                   Channels l, bool training, double momentum, double eps, T* y, T* save_mean,
                                   T* save_invstd) {
-  __shared__ double shared[kThreads];
   __shared__ T channel_mean, channel_invstd;
   const int64_t c = blockIdx.x;
   const int64_t n = l.outer * l.inner;
   if (training) {
     double sum = 0;
     for (int64_t k = threadIdx.x; k < n; k += blockDim.x) sum += x[element(l, c, k)];
-    sum = block_sum(sum, shared);
+    sum = block_sum(sum);
     const T mean = static_cast<T>(sum / static_cast<double>(n));
     double square_sum = 0;
     for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
       const T centred = x[element(l, c, k)] - mean;
       square_sum += centred * centred;
     }
-    square_sum = block_sum(square_sum, shared);
+    square_sum = block_sum(square_sum);
     if (threadIdx.x == 0) {
       const T var_sum = static_cast<T>(square_sum);
       const T biased_var = var_sum / static_cast<T>(n);
@@ -89,7 +76,6 @@ __global__ void batch_norm_kernel(const T* x, const T* weight, const T* bias, T*
 template <class T>
 __global__ void batch_norm_backward_kernel(const T* dy, const T* x, const T* weight, const T* means,
                                            const T* invstds, Channels l, bool training, T* dx, T* dweight, T* dbias) {
-  __shared__ double shared[kThreads];
   const int64_t c = blockIdx.x;
   const int64_t n = l.outer * l.inner;
   const T mean = means[c], invstd = invstds[c];
@@ -100,8 +86,8 @@ __global__ void batch_norm_backward_kernel(const T* dy, const T* x, const T* wei
     sum += dy[at];
     dot += static_cast<T>(x[at] - mean) * dy[at];
   }
-  sum = block_sum(sum, shared);
-  dot = block_sum(dot, shared);
+  sum = block_sum(sum);
+  dot = block_sum(dot);
   if (dx != nullptr) {
     if (training) {
       const T k_factor = static_cast<T>(dot) * invstd * invstd / static_cast<T>(n);

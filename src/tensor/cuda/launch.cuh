@@ -40,6 +40,23 @@ __device__ __forceinline__ int64_t thread_index() {
 }
 __device__ __forceinline__ int64_t thread_count() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
+// The sum of `value` over the threads of a kThreads-thread block, combined in a fixed tree
+// order (so results repeat run to run). Every thread of the block must call it; the value
+// is returned to all of them.
+template <class Acc>
+__device__ Acc block_sum(Acc value) {
+  __shared__ Acc shared[kThreads];
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int step = kThreads / 2; step > 0; step >>= 1) {
+    if (threadIdx.x < step) shared[threadIdx.x] += shared[threadIdx.x + step];
+    __syncthreads();
+  }
+  const Acc total = shared[0];
+  __syncthreads();  // the next call may overwrite shared[]
+  return total;
+}
+
 template <int N>
 struct StridedLayout {
   int ndim = 0;

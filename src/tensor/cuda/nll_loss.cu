@@ -20,24 +20,11 @@ using namespace native;
 
 namespace {
 
-__device__ double block_sum(double value, double* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int step = kThreads / 2; step > 0; step >>= 1) {
-    if (threadIdx.x < step) shared[threadIdx.x] += shared[threadIdx.x + step];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
 // Launched with one block of kThreads threads. first_bad_row starts at `rows`.
 template <class T>
 __global__ void nll_loss_kernel(const T* log_probs, const int64_t* target, const T* weight, int64_t rows,
                                 int64_t classes, int64_t ignore_index, Reduction reduction, T* loss,
                                 T* total_weight, unsigned long long* first_bad_row) {
-  __shared__ double shared[kThreads];
   double total = 0, weight_sum = 0;
   for (int64_t n = threadIdx.x; n < rows; n += blockDim.x) {
     const int64_t cls = target[n];
@@ -54,8 +41,8 @@ __global__ void nll_loss_kernel(const T* log_probs, const int64_t* target, const
     total += term;
     weight_sum += row_weight;
   }
-  total = block_sum(total, shared);
-  weight_sum = block_sum(weight_sum, shared);
+  total = block_sum(total);
+  weight_sum = block_sum(weight_sum);
   if (threadIdx.x == 0) {
     total_weight[0] = static_cast<T>(weight_sum);
     if (reduction == Reduction::sum) loss[0] = static_cast<T>(total);

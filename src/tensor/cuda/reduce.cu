@@ -46,20 +46,6 @@ Chunking chunking(int64_t outer, int64_t inner) {
 
 // ---- sum ----
 
-template <class Acc>
-__device__ Acc block_sum(Acc value) {
-  __shared__ Acc shared[kThreads];
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int step = kThreads / 2; step > 0; step >>= 1) {
-    if (threadIdx.x < step) shared[threadIdx.x] += shared[threadIdx.x + step];
-    __syncthreads();
-  }
-  const Acc total = shared[0];
-  __syncthreads();  // the next call may overwrite shared[]
-  return total;
-}
-
 // out[row * chunks + c] = sum of x[row, c * chunk : (c + 1) * chunk].
 template <class In, class Acc, class Out>
 __global__ void sum_rows_kernel(const In* x, int64_t rows, int64_t inner, int64_t chunks, int64_t chunk, Out* out) {
