@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "mnist_net.h"
+#include "command_line.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
 #include "tessera/optim/optim.h"
@@ -99,76 +100,50 @@ uninterrupted run would have printed, bit for bit. tessera-checkpoint (build/too
 what a checkpoint holds and converts it to one safetensors file with PyTorch's names.
 )";
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "mnist: " << message << "\n(see mnist --help)\n";
-  std::exit(2);
-}
-
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    double value = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument(text);
-    if constexpr (std::is_integral_v<T>) {
-      if (value != std::floor(value) || value < 0) throw std::invalid_argument(text);
-    }
-    return static_cast<T>(value);
-  } catch (const std::exception&) {
-    usage_error(flag + " expects a " + (std::is_integral_v<T> ? "non-negative integer" : "number") + ", got '" + text + "'");
-  }
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--data") o.data = value();
-    else if (flag == "--epochs") o.epochs = parse_number<int64_t>(flag, value());
-    else if (flag == "--batch-size") o.batch_size = parse_number<int64_t>(flag, value());
-    else if (flag == "--test-batch-size") o.test_batch_size = parse_number<int64_t>(flag, value());
-    else if (flag == "--lr") o.lr = parse_number<double>(flag, value());
-    else if (flag == "--optimizer") o.optimizer = value();
-    else if (flag == "--momentum") o.momentum = parse_number<double>(flag, value());
-    else if (flag == "--gamma") o.gamma = parse_number<double>(flag, value());
-    else if (flag == "--seed") o.seed = parse_number<uint64_t>(flag, value());
-    else if (flag == "--threads") o.threads = parse_number<int>(flag, value());
-    else if (flag == "--save") o.save = value();
-    else if (flag == "--init") o.init = value();
-    else if (flag == "--log-interval") o.log_interval = parse_number<int64_t>(flag, value());
+  example::CommandLine args("mnist", argc, argv, kUsage);
+  while (args.next()) {
+    const std::string& flag = args.flag();
+    if (flag == "--data") o.data = args.value();
+    else if (flag == "--epochs") o.epochs = args.number<int64_t>();
+    else if (flag == "--batch-size") o.batch_size = args.number<int64_t>();
+    else if (flag == "--test-batch-size") o.test_batch_size = args.number<int64_t>();
+    else if (flag == "--lr") o.lr = args.number<double>();
+    else if (flag == "--optimizer") o.optimizer = args.value();
+    else if (flag == "--momentum") o.momentum = args.number<double>();
+    else if (flag == "--gamma") o.gamma = args.number<double>();
+    else if (flag == "--seed") o.seed = args.number<uint64_t>();
+    else if (flag == "--threads") o.threads = args.number<int>();
+    else if (flag == "--save") o.save = args.value();
+    else if (flag == "--init") o.init = args.value();
+    else if (flag == "--log-interval") o.log_interval = args.number<int64_t>();
     else if (flag == "--dry-run") o.dry_run = true;
     else if (flag == "--json") o.json = true;
-    else if (flag == "--checkpoint-dir") o.checkpoint_dir = value();
-    else if (flag == "--checkpoint-every") o.checkpoint_every = parse_number<int64_t>(flag, value());
-    else if (flag == "--keep-checkpoints") o.keep_checkpoints = parse_number<int64_t>(flag, value());
+    else if (flag == "--checkpoint-dir") o.checkpoint_dir = args.value();
+    else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
+    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int64_t>();
     else if (flag == "--resume") o.resume = true;
-    else if (flag == "--device") o.device = value();
-    else if (flag == "--dist-backend") o.dist_backend = value();
-    else if (flag == "--mixed-precision") o.mixed_precision = value();
+    else if (flag == "--device") o.device = args.value();
+    else if (flag == "--dist-backend") o.dist_backend = args.value();
+    else if (flag == "--mixed-precision") o.mixed_precision = args.value();
     else if (flag == "--tf32") o.tf32 = true;
-    else usage_error("unknown option '" + flag + "'");
+    else args.unknown();
   }
-  if (o.resume && o.checkpoint_dir.empty()) usage_error("--resume needs --checkpoint-dir");
-  if (o.batch_size < 1 || o.test_batch_size < 1) usage_error("batch sizes must be positive");
+  if (o.resume && o.checkpoint_dir.empty()) args.error("--resume needs --checkpoint-dir");
+  if (o.batch_size < 1 || o.test_batch_size < 1) args.error("batch sizes must be positive");
   if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
-    usage_error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
+    args.error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
   }
-  if (o.device != "cpu" && o.device != "cuda") usage_error("--device must be cpu or cuda, got '" + o.device + "'");
+  if (o.device != "cpu" && o.device != "cuda") args.error("--device must be cpu or cuda, got '" + o.device + "'");
   if (o.dist_backend != "auto" && o.dist_backend != "nccl" && o.dist_backend != "world") {
-    usage_error("--dist-backend must be auto, nccl or world, got '" + o.dist_backend + "'");
+    args.error("--dist-backend must be auto, nccl or world, got '" + o.dist_backend + "'");
   }
   if (o.mixed_precision != "off" && o.mixed_precision != "bf16") {
-    usage_error("--mixed-precision must be off or bf16, got '" + o.mixed_precision + "'");
+    args.error("--mixed-precision must be off or bf16, got '" + o.mixed_precision + "'");
   }
   if (o.device == "cpu" && o.mixed_precision != "off") {
-    usage_error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
+    args.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
   }
   if (o.log_interval < 1) o.log_interval = 1;
   return o;

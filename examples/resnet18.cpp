@@ -27,6 +27,8 @@
 
 #include <tessera/tessera.h>
 
+#include "command_line.h"
+
 namespace ts = tessera;
 namespace data = tessera::data;
 
@@ -88,61 +90,35 @@ Run alone for one rank, or under mpirun for several.
 // Losses summed over a rank's rows (divided by the global batch size where needed).
 const ts::NllLossOptions kSummed{.weight = {}, .reduction = ts::Reduction::sum, .ignore_index = -100};
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "resnet18: " << message << "\n(see resnet18 --help)\n";
-  std::exit(2);
-}
-
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    double value = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument(text);
-    if constexpr (std::is_integral_v<T>) {
-      if (value != std::floor(value) || value < 0) throw std::invalid_argument(text);
-    }
-    return static_cast<T>(value);
-  } catch (const std::exception&) {
-    usage_error(flag + " expects a " + (std::is_integral_v<T> ? "non-negative integer" : "number") + ", got '" + text + "'");
-  }
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--data") o.data = value();
-    else if (flag == "--epochs") o.epochs = parse_number<int64_t>(flag, value());
-    else if (flag == "--batch-size") o.batch_size = parse_number<int64_t>(flag, value());
-    else if (flag == "--test-batch-size") o.test_batch_size = parse_number<int64_t>(flag, value());
-    else if (flag == "--lr") o.lr = parse_number<double>(flag, value());
-    else if (flag == "--momentum") o.momentum = parse_number<double>(flag, value());
-    else if (flag == "--weight-decay") o.weight_decay = parse_number<double>(flag, value());
-    else if (flag == "--lr-step") o.lr_step = parse_number<int64_t>(flag, value());
-    else if (flag == "--image-size") o.image_size = parse_number<int64_t>(flag, value());
-    else if (flag == "--width") o.width = parse_number<int64_t>(flag, value());
-    else if (flag == "--seed") o.seed = parse_number<uint64_t>(flag, value());
-    else if (flag == "--threads") o.threads = parse_number<int>(flag, value());
-    else if (flag == "--decode-threads") o.decode_threads = parse_number<int>(flag, value());
-    else if (flag == "--save") o.save = value();
-    else if (flag == "--init") o.init = value();
-    else if (flag == "--log-interval") o.log_interval = parse_number<int64_t>(flag, value());
+  example::CommandLine args("resnet18", argc, argv, kUsage);
+  while (args.next()) {
+    const std::string& flag = args.flag();
+    if (flag == "--data") o.data = args.value();
+    else if (flag == "--epochs") o.epochs = args.number<int64_t>();
+    else if (flag == "--batch-size") o.batch_size = args.number<int64_t>();
+    else if (flag == "--test-batch-size") o.test_batch_size = args.number<int64_t>();
+    else if (flag == "--lr") o.lr = args.number<double>();
+    else if (flag == "--momentum") o.momentum = args.number<double>();
+    else if (flag == "--weight-decay") o.weight_decay = args.number<double>();
+    else if (flag == "--lr-step") o.lr_step = args.number<int64_t>();
+    else if (flag == "--image-size") o.image_size = args.number<int64_t>();
+    else if (flag == "--width") o.width = args.number<int64_t>();
+    else if (flag == "--seed") o.seed = args.number<uint64_t>();
+    else if (flag == "--threads") o.threads = args.number<int>();
+    else if (flag == "--decode-threads") o.decode_threads = args.number<int>();
+    else if (flag == "--save") o.save = args.value();
+    else if (flag == "--init") o.init = args.value();
+    else if (flag == "--log-interval") o.log_interval = args.number<int64_t>();
     else if (flag == "--dry-run") o.dry_run = true;
     else if (flag == "--json") o.json = true;
-    else usage_error("unknown option '" + flag + "'");
+    else args.unknown();
   }
-  if (o.batch_size < 1 || o.test_batch_size < 1) usage_error("batch sizes must be positive");
+  if (o.batch_size < 1 || o.test_batch_size < 1) args.error("batch sizes must be positive");
   // ResNet halves the image five times; below 32 pixels layer4 would have nothing left.
-  if (o.image_size < 32) usage_error("--image-size must be at least 32, got " + std::to_string(o.image_size));
-  if (o.width < 1 || o.lr_step < 1 || o.decode_threads < 1) usage_error("--width, --lr-step and --decode-threads must be positive");
+  if (o.image_size < 32) args.error("--image-size must be at least 32, got " + std::to_string(o.image_size));
+  if (o.width < 1 || o.lr_step < 1 || o.decode_threads < 1) args.error("--width, --lr-step and --decode-threads must be positive");
   if (o.log_interval < 1) o.log_interval = 1;
   if (o.lr == 0) o.lr = 0.1 * static_cast<double>(o.batch_size) / 256.0;
   return o;
@@ -237,8 +213,9 @@ int run(int argc, char** argv) {
   Reporter report(options, world->rank() == 0);
   if (options.batch_size < 2 * world->size()) {
     // Batch norm in training needs more than one value per channel, and layer4's plane can be 1x1.
-    usage_error(ts::detail::concat("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
-                                   options.batch_size));
+    example::CommandLine("resnet18", argc, argv, kUsage)
+        .error(ts::detail::concat("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
+                                  options.batch_size));
   }
 
   const int64_t resize = options.image_size * 8 / 7;
