@@ -5,6 +5,7 @@
 // Differentiable ops (autograd/functions/) call these for their forward and backward.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -91,6 +92,10 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, co
                              const Conv2dOptions& options);
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
                               const Conv2dOptions& options);
+// All three gradients (input, weight, bias) in one pass over grad_output; output_mask
+// says which are wanted (the others come back undefined), as torch's convolution_backward.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask);
 
 struct MaxPool2dOptions {
   Size2 kernel = 2;

@@ -43,6 +43,10 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, co
                               const Conv2dOptions& options) {
   TS_DISPATCH(grad_output, conv2d_backward_weight, grad_output, input, weight_shape, options);
 }
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask) {
+  TS_DISPATCH(grad_output, conv2d_backward, grad_output, input, weight, options, output_mask);
+}
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options) {
   TS_DISPATCH(input, max_pool2d, input, options);
 }
