@@ -84,15 +84,9 @@ def gemm_gflops(size, seconds):
     return best
 
 
-# Profiler event names (torch 1.13, CPU) -> the benchmark's layer rows. Only top-level
-# ops are counted (their children, e.g. aten::mm inside aten::linear, are inside them).
-FORWARD_ROWS = {
-    "conv1": "conv1", "conv2": "conv2", "fc1": "fc1", "fc2": "fc2",
-}
-
-
 def profile_layers(model, optimizer, batches, steps):
-    """Per-layer forward/backward times (ms per step), from torch.autograd.profiler."""
+    """Per-layer forward/backward times (ms per step): the forward timed layer by layer by
+    hand (the same ops as Net.forward), the backward from torch.autograd.profiler."""
     from torch.autograd import profiler
 
     rows = {}
@@ -117,43 +111,38 @@ def profile_layers(model, optimizer, batches, steps):
         x = run("fc2+log_softmax", lambda t: F.log_softmax(model.fc2(t), dim=1), x)
         return x
 
-    # Backward: the autograd profiler names each node; map node names to rows.
-    backward_map = {
-        "ConvolutionBackward0": None,  # resolved by order: conv2 first, then conv1
-        "ReluBackward0": None,
+    # Backward: the autograd profiler names each node (torch 1.13's names); nodes that occur
+    # more than once are told apart by their order, which is the reverse of the forward's.
+    by_order = {
+        "AddmmBackward0": ["fc2+log_softmax", "fc1+relu"],
+        "MulBackward0": ["dropout2", "dropout1"],  # dropout on CPU is input * (bernoulli mask / (1 - p))
+        "ReluBackward0": ["fc1+relu", "conv2+relu", "conv1+relu"],
+        "ConvolutionBackward0": ["conv2+relu", "conv1+relu"],
+    }
+    by_name = {
         "MaxPool2DWithIndicesBackward0": "pool",
-        "NativeDropoutBackward0": None,
-        "AddmmBackward0": None,
         "LogSoftmaxBackward0": "fc2+log_softmax",
         "NllLossBackward0": "loss",
-        "ViewBackward0": "other", "ReshapeAliasBackward0": "other", "TBackward0": "other",
-        "AccumulateGrad": "other",
+        "torch::autograd::AccumulateGrad": "accumulate grad",
     }
     for step in range(steps):
         data, target = batches[step % len(batches)]
         optimizer.zero_grad()
         output = timed_forward(data)
+        start = time.perf_counter()
         loss = F.nll_loss(output, target)
+        add("loss fwd", (time.perf_counter() - start) * 1e3)
         with profiler.profile() as prof:
             loss.backward()
-        # Top-level backward nodes in execution order.
-        events = [e for e in prof.function_events if e.cpu_parent is None]
-        seen = {"ConvolutionBackward0": 0, "ReluBackward0": 0, "NativeDropoutBackward0": 0, "AddmmBackward0": 0}
-        # Execution order of backward: fc2, dropout2, relu(fc1), fc1, dropout1, pool, relu(conv2), conv2, relu(conv1), conv1
-        order = {
-            "AddmmBackward0": ["fc2+log_softmax", "fc1+relu"],
-            "NativeDropoutBackward0": ["dropout2", "dropout1"],
-            "ReluBackward0": ["fc1+relu", "conv2+relu", "conv1+relu"],
-            "ConvolutionBackward0": ["conv2+relu", "conv1+relu"],
-        }
+        seen = {name: 0 for name in by_order}
+        events = [e for e in prof.function_events if e.cpu_parent is None]  # top-level: one per node
         for e in sorted(events, key=lambda e: e.time_range.start):
-            name = e.name.split(": ")[-1] if ": " in e.name else e.name
-            name = name.replace("autograd::engine::evaluate_function: ", "")
-            if name in order:
-                row = order[name][min(seen[name], len(order[name]) - 1)]
+            name = e.name.replace("autograd::engine::evaluate_function: ", "")
+            if name in by_order:
+                row = by_order[name][min(seen[name], len(by_order[name]) - 1)]
                 seen[name] += 1
             else:
-                row = backward_map.get(name, "other")
+                row = by_name.get(name, "other")  # views, transposes, ones_like
             add(row + " bwd", e.cpu_time_total / 1e3)
         start = time.perf_counter()
         optimizer.step()

@@ -168,3 +168,34 @@ TEST_CASE("the caching allocator reuses freed blocks without counting them as li
   CHECK(ts::memory_stats().cached_bytes == 0);
   CHECK(ts::memory_stats().current_bytes == before.current_bytes);
 }
+
+TEST_CASE("float32 GEMM (AVX-512 tiles) matches float64 for every operand layout and ragged sizes") {
+  struct Case {
+    int64_t m, n, k;
+  };
+  // Tile edges (8 rows, 48 columns, 16 lanes, the 256 and 1024 depth blocks), the MNIST
+  // linear layers, and shapes thin enough to take the Eigen path.
+  const Case cases[] = {{64, 9216, 128}, {128, 9216, 64}, {64, 128, 9216}, {13, 50, 7},   {9, 100, 300},
+                        {1, 64, 1030},   {70, 33, 65},    {3, 10, 128},    {17, 97, 1500}};
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        CAPTURE(c.m);
+        CAPTURE(c.n);
+        CAPTURE(c.k);
+        CAPTURE(trans_a);
+        CAPTURE(trans_b);
+        // A transposed operand is the transpose view of a contiguous tensor, as linear's backward makes.
+        Tensor a = trans_a ? uniform({c.k, c.m}, seed++).t() : uniform({c.m, c.k}, seed++);
+        Tensor b = trans_b ? uniform({c.n, c.k}, seed++).t() : uniform({c.k, c.n}, seed++);
+        Tensor product = native::matmul(a, b);
+        CHECK(worst_error(product, native::matmul(a.to(DType::f64), b.to(DType::f64)), c.k) <= 1.0);
+      }
+    }
+  }
+  // linear: x W^T + bias, the bias added once.
+  Tensor x = uniform({64, 300}, 1), w = uniform({40, 300}, 2), bias = uniform({40}, 3);
+  CHECK(worst_error(native::linear(x, w, bias),
+                    native::linear(x.to(DType::f64), w.to(DType::f64), bias.to(DType::f64)), 301) <= 1.0);
+}

@@ -1,10 +1,8 @@
 // Shifted-row direct convolution (see conv_shifted.h for the idea).
 //
-// Register tiles: the forward and the input gradient share one micro-kernel, an 8 x 48
-// tile of C (8 channels x 48 positions = 24 AVX-512 accumulators) updated by broadcasts
-// of packed weights times three vectors loaded from a shifted row; per k it issues 3 loads
-// and 8 broadcasts for 24 FMAs, so it runs at the FMA rate. The weight gradient is a 4 x 4
-// block of dot products over positions (16 accumulators), folded into 16 sums at once.
+// Register tiles (avx512_tiles.h): the forward and the input gradient share the 8 x 48
+// outer-product tile, whose B rows are the shifted image rows; the weight gradient is an
+// 8 x 3 block of dot products over positions, folded into 24 sums at once.
 //
 // Memory: the weights are repacked once per call (tens of KB); each thread keeps a
 // zero-padded wide copy of one sample's dY and its own weight-gradient sums in scratch
@@ -14,15 +12,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-// GCC 12 warns inside its own AVX-512 intrinsics (their undefined pass-through operands).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "tessera/tensor/cpu/avx512_tiles.h"
 
 namespace tessera::cpu::shifted {
 
@@ -30,122 +22,7 @@ namespace tessera::cpu::shifted {
 
 namespace {
 
-constexpr int64_t kRows = 8;      // tile rows: output channels (forward) or input channels (dX)
-constexpr int64_t kColumns = 48;  // tile columns: positions, three vectors of 16
-constexpr int64_t kLanes = 16;
-
-int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-
-// Scratch memory that keeps its capacity between calls (one per thread and purpose),
-// 64-byte aligned so that rows padded to 16 floats start on a cache line.
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { std::free(data_); }
-  float* get(int64_t count) {
-    if (count > capacity_) {
-      std::free(data_);
-      data_ = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(round_up(count, kLanes)) * sizeof(float)));
-      if (data_ == nullptr) throw std::bad_alloc();
-      capacity_ = count;
-    }
-    return data_;
-  }
-
- private:
-  float* data_ = nullptr;
-  int64_t capacity_ = 0;
-};
-
-inline __mmask16 lanes_below(int64_t count) {
-  if (count <= 0) return 0;
-  if (count >= kLanes) return 0xFFFF;
-  return static_cast<__mmask16>((1u << count) - 1);
-}
-
-// acc[r][v] = sum_k a[k * kRows + r] * b[offsets[k] + 16 v + lane].
-// kMasked: lane l of the tile reads zero unless l < limits[k] - limit_base.
-template <bool kMasked>
-inline void gemm_tile(const float* a, const float* b, const int64_t* offsets, const int64_t* limits, int64_t limit_base,
-                      int64_t depth, __m512 (&acc)[kRows][3]) {
-#pragma GCC unroll 8
-  for (int64_t r = 0; r < kRows; ++r) {
-    acc[r][0] = _mm512_setzero_ps();
-    acc[r][1] = _mm512_setzero_ps();
-    acc[r][2] = _mm512_setzero_ps();
-  }
-  for (int64_t k = 0; k < depth; ++k) {
-    const float* row = b + offsets[k];
-    __m512 b0, b1, b2;
-    if constexpr (kMasked) {
-      const int64_t limit = limits[k] - limit_base;
-      b0 = _mm512_maskz_loadu_ps(lanes_below(limit), row);
-      b1 = _mm512_maskz_loadu_ps(lanes_below(limit - kLanes), row + kLanes);
-      b2 = _mm512_maskz_loadu_ps(lanes_below(limit - 2 * kLanes), row + 2 * kLanes);
-    } else {
-      b0 = _mm512_loadu_ps(row);
-      b1 = _mm512_loadu_ps(row + kLanes);
-      b2 = _mm512_loadu_ps(row + 2 * kLanes);
-    }
-    const float* ak = a + k * kRows;
-#pragma GCC unroll 8
-    for (int64_t r = 0; r < kRows; ++r) {
-      const __m512 weight = _mm512_set1_ps(ak[r]);
-      acc[r][0] = _mm512_fmadd_ps(weight, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(weight, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(weight, b2, acc[r][2]);
-    }
-  }
-}
-
-// Lane i of the result is the sum of the 16 lanes of v[i], i < 16 (a transposing
-// reduction: 15 adds and 30 shuffles for 16 sums).
-inline __m512 sum_each16(const __m512* v) {
-  __m512 halves[8], quarters[4], pairs[2];
-  for (int i = 0; i < 8; ++i) {  // 256-bit halves of v[2i] | v[2i+1]
-    __m512 low = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44);
-    __m512 high = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE);
-    halves[i] = _mm512_add_ps(low, high);
-  }
-  for (int i = 0; i < 4; ++i) {  // 128-bit quarter j now holds v[4i + j]
-    __m512 low = _mm512_shuffle_f32x4(halves[2 * i], halves[2 * i + 1], 0x88);
-    __m512 high = _mm512_shuffle_f32x4(halves[2 * i], halves[2 * i + 1], 0xDD);
-    quarters[i] = _mm512_add_ps(low, high);
-  }
-  for (int i = 0; i < 2; ++i) {
-    __m512 low = _mm512_shuffle_ps(quarters[2 * i], quarters[2 * i + 1], 0x44);
-    __m512 high = _mm512_shuffle_ps(quarters[2 * i], quarters[2 * i + 1], 0xEE);
-    pairs[i] = _mm512_add_ps(low, high);
-  }
-  __m512 low = _mm512_shuffle_ps(pairs[0], pairs[1], 0x88);
-  __m512 high = _mm512_shuffle_ps(pairs[0], pairs[1], 0xDD);
-  // Lane 4j + m holds the sum of v[4m + j]; put it at lane 4m + j.
-  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  return _mm512_permutexvar_ps(order, _mm512_add_ps(low, high));
-}
-
-// Lane i of the result is the sum of the 16 lanes of v[i], i < 8.
-inline __m256 sum_each8(const __m512* v) {
-  __m512 halves[4], quarters[2];
-  for (int i = 0; i < 4; ++i) {
-    __m512 low = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44);
-    __m512 high = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE);
-    halves[i] = _mm512_add_ps(low, high);
-  }
-  for (int i = 0; i < 2; ++i) {  // quarter j holds v[4i + j]
-    __m512 low = _mm512_shuffle_f32x4(halves[2 * i], halves[2 * i + 1], 0x88);
-    __m512 high = _mm512_shuffle_f32x4(halves[2 * i], halves[2 * i + 1], 0xDD);
-    quarters[i] = _mm512_add_ps(low, high);
-  }
-  __m512 low = _mm512_shuffle_ps(quarters[0], quarters[1], 0x44);
-  __m512 high = _mm512_shuffle_ps(quarters[0], quarters[1], 0xEE);
-  __m512 pairs = _mm512_add_ps(low, high);  // quarter j: two partials of v[j], two of v[4 + j]
-  __m512 sums = _mm512_add_ps(pairs, _mm512_shuffle_ps(pairs, pairs, 0xB1));
-  const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 10, 6, 2, 12, 8, 4, 0);
-  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, sums));
-}
+using namespace avx512;
 
 struct Layout {
   int64_t C, H, W, O, KH, KW, OH, OW;
@@ -323,20 +200,22 @@ void backward(const Geometry& g, const float* dy, const float* x, const float* w
         // dW[o, (c, tap)] += sum_p dY_wide[o, p] * X[c, shift(tap) + p]: 8 x 3 dot products
         // at a time (8 aligned dY loads and 3 shifted X loads per 24 FMAs), summed into
         // dw_sum, which is kept tap-major ([patch][O]) so that 8 sums land in one vector.
-        for (int64_t k0 = 0; k0 < patch; k0 += 3) {
-          const float* x_rows[3];
-          int64_t room[3];  // elements of the plane left from the row's start
-          int64_t full = vectors;
-          for (int j = 0; j < 3; ++j) {
-            const int64_t k = std::min(k0 + j, patch - 1);
-            const int64_t shift = l.shift(k % l.taps);
-            x_rows[j] = xn + (k / l.taps) * l.HW + shift;
-            room[j] = l.HW - shift;
-            full = std::min(full, room[j] / kLanes);
-          }
-          for (int64_t o0 = 0; o0 < l.O; o0 += 8) {
-            const float* dy_rows[8];
-            for (int i = 0; i < 8; ++i) dy_rows[i] = wide + std::min(o0 + i, l.O - 1) * row_length + front;
+        // Output channels outside, so the tile's 8 dY rows stay in L1 while the shifted X
+        // rows stream past.
+        for (int64_t o0 = 0; o0 < l.O; o0 += 8) {
+          const float* dy_rows[8];
+          for (int i = 0; i < 8; ++i) dy_rows[i] = wide + std::min(o0 + i, l.O - 1) * row_length + front;
+          for (int64_t k0 = 0; k0 < patch; k0 += 3) {
+            const float* x_rows[3];
+            int64_t room[3];  // elements of the plane left from the row's start
+            int64_t full = vectors;
+            for (int j = 0; j < 3; ++j) {
+              const int64_t k = std::min(k0 + j, patch - 1);
+              const int64_t shift = l.shift(k % l.taps);
+              x_rows[j] = xn + (k / l.taps) * l.HW + shift;
+              room[j] = l.HW - shift;
+              full = std::min(full, room[j] / kLanes);
+            }
             __m512 acc[24];  // acc[j * 8 + i]: output channel o0 + i, column k0 + j
             for (auto& value : acc) value = _mm512_setzero_ps();
             for (int64_t s = 0; s < vectors; ++s) {

@@ -1,6 +1,9 @@
 #include "tessera/tensor/cpu/gemm.h"
 
+#include "tessera/tensor/cpu/sgemm.h"
+
 #include <Eigen/Core>
+#include <type_traits>
 
 namespace tessera::cpu {
 
@@ -37,6 +40,9 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (sgemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  }
   Map<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
   if (k == 0) {
     if (beta == T(0)) cm.setZero(); else cm *= beta;
