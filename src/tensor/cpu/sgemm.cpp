@@ -15,7 +15,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "tessera/tensor/cpu/avx512_tiles.h"
 
@@ -39,51 +38,54 @@ void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alp
   const int64_t row_tiles = round_up(m, kRows) / kRows;
   const int64_t column_tiles = round_up(n, kColumns) / kColumns;
   thread_local Scratch packed_buffer;
-  thread_local std::vector<int64_t> table;
   float* packed = packed_buffer.get(row_tiles * std::min(k, kOuterDepth) * kRows);
-  table.resize(static_cast<size_t>(2 * kOuterDepth));
-  int64_t* offsets = table.data();
-  int64_t* limits = offsets + kOuterDepth;
-  const bool parallel = run_parallel(m, n, k);
 
-  for (int64_t k0 = 0; k0 < k; k0 += kOuterDepth) {
-    const int64_t depth = std::min(kOuterDepth, k - k0);
-    for (int64_t rt = 0; rt < row_tiles; ++rt) {
-      for (int64_t kk = 0; kk < depth; ++kk) {
+  // Every thread walks the same depth blocks: pack its share of A's row tiles, wait for
+  // the others (the barrier after each omp for), then multiply its share of column tiles.
+#pragma omp parallel if (run_parallel(m, n, k))
+  {
+    int64_t offsets[kOuterDepth], limits[kOuterDepth];
+    for (int64_t k0 = 0; k0 < k; k0 += kOuterDepth) {
+      const int64_t depth = std::min(kOuterDepth, k - k0);
+#pragma omp for schedule(static)
+      for (int64_t rt = 0; rt < row_tiles; ++rt) {
+        float* panel = packed + rt * depth * kRows;
         for (int64_t r = 0; r < kRows; ++r) {
           const int64_t row = rt * kRows + r;
-          const float value = row >= m ? 0.0f : trans_a ? a[(k0 + kk) * lda + row] : a[row * lda + k0 + kk];
-          packed[(rt * depth + kk) * kRows + r] = alpha * value;
+          for (int64_t kk = 0; kk < depth; ++kk) {
+            const float value = row >= m ? 0.0f : trans_a ? a[(k0 + kk) * lda + row] : a[row * lda + k0 + kk];
+            panel[kk * kRows + r] = alpha * value;
+          }
         }
       }
-    }
-    for (int64_t kk = 0; kk < depth; ++kk) {
-      offsets[kk] = (k0 + kk) * ldb;
-      limits[kk] = n;
-    }
-    const bool first = k0 == 0;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t ct = 0; ct < column_tiles; ++ct) {
-      const int64_t n0 = ct * kColumns;
-      for (int64_t rt = 0; rt < row_tiles; ++rt) {
-        __m512 acc[kRows][3];
-        if (n0 + kColumns <= n) {
-          gemm_tile<false>(packed + rt * depth * kRows, b + n0, offsets, limits, n0, depth, acc);
-        } else {
-          gemm_tile<true>(packed + rt * depth * kRows, b + n0, offsets, limits, n0, depth, acc);
-        }
-        for (int64_t r = 0; r < kRows && rt * kRows + r < m; ++r) {
-          float* row = c + (rt * kRows + r) * ldc + n0;
-          for (int v = 0; v < 3; ++v) {
-            const __mmask16 mask = lanes_below(n - n0 - v * kLanes);
-            if (mask == 0) break;
-            __m512 value = acc[r][v];
-            if (!first) {
-              value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, row + v * kLanes));
-            } else if (beta != 0.0f) {
-              value = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, row + v * kLanes), value);
+      for (int64_t kk = 0; kk < depth; ++kk) {
+        offsets[kk] = (k0 + kk) * ldb;
+        limits[kk] = n;
+      }
+      const bool first = k0 == 0;
+#pragma omp for schedule(static)
+      for (int64_t ct = 0; ct < column_tiles; ++ct) {
+        const int64_t n0 = ct * kColumns;
+        for (int64_t rt = 0; rt < row_tiles; ++rt) {
+          __m512 acc[kRows][3];
+          if (n0 + kColumns <= n) {
+            gemm_tile<false>(packed + rt * depth * kRows, b + n0, offsets, limits, n0, depth, acc);
+          } else {
+            gemm_tile<true>(packed + rt * depth * kRows, b + n0, offsets, limits, n0, depth, acc);
+          }
+          for (int64_t r = 0; r < kRows && rt * kRows + r < m; ++r) {
+            float* row = c + (rt * kRows + r) * ldc + n0;
+            for (int v = 0; v < 3; ++v) {
+              const __mmask16 mask = lanes_below(n - n0 - v * kLanes);
+              if (mask == 0) break;
+              __m512 value = acc[r][v];
+              if (!first) {
+                value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, row + v * kLanes));
+              } else if (beta != 0.0f) {
+                value = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, row + v * kLanes), value);
+              }
+              _mm512_mask_storeu_ps(row + v * kLanes, mask, value);
             }
-            _mm512_mask_storeu_ps(row + v * kLanes, mask, value);
           }
         }
       }
