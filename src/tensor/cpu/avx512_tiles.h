@@ -51,38 +51,53 @@ inline __mmask16 lanes_below(int64_t count) {
   return static_cast<__mmask16>((1u << count) - 1);
 }
 
-// acc[r][v] = sum_k a[k * kRows + r] * b[offsets[k] + 16 v + lane].
+// acc[r][v] = sum_k a[k * kRows + r] * b[offsets[k] + 16 v + lane], for v < kVectors (a
+// narrower tile finishes a row whose length is not a multiple of 48).
 // kMasked: lane l of the tile reads zero unless l < limits[k] - limit_base.
-template <bool kMasked>
+template <int kVectors, bool kMasked>
 inline void gemm_tile(const float* a, const float* b, const int64_t* offsets, const int64_t* limits, int64_t limit_base,
                       int64_t depth, __m512 (&acc)[kRows][3]) {
+  static_assert(kVectors >= 1 && kVectors <= 3);
 #pragma GCC unroll 8
   for (int64_t r = 0; r < kRows; ++r) {
-    acc[r][0] = _mm512_setzero_ps();
-    acc[r][1] = _mm512_setzero_ps();
-    acc[r][2] = _mm512_setzero_ps();
+#pragma GCC unroll 3
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < depth; ++k) {
     const float* row = b + offsets[k];
-    __m512 b0, b1, b2;
-    if constexpr (kMasked) {
-      const int64_t limit = limits[k] - limit_base;
-      b0 = _mm512_maskz_loadu_ps(lanes_below(limit), row);
-      b1 = _mm512_maskz_loadu_ps(lanes_below(limit - kLanes), row + kLanes);
-      b2 = _mm512_maskz_loadu_ps(lanes_below(limit - 2 * kLanes), row + 2 * kLanes);
-    } else {
-      b0 = _mm512_loadu_ps(row);
-      b1 = _mm512_loadu_ps(row + kLanes);
-      b2 = _mm512_loadu_ps(row + 2 * kLanes);
+    __m512 column[kVectors];
+#pragma GCC unroll 3
+    for (int v = 0; v < kVectors; ++v) {
+      if constexpr (kMasked) {
+        column[v] = _mm512_maskz_loadu_ps(lanes_below(limits[k] - limit_base - v * kLanes), row + v * kLanes);
+      } else {
+        column[v] = _mm512_loadu_ps(row + v * kLanes);
+      }
     }
     const float* ak = a + k * kRows;
 #pragma GCC unroll 8
     for (int64_t r = 0; r < kRows; ++r) {
       const __m512 weight = _mm512_set1_ps(ak[r]);
-      acc[r][0] = _mm512_fmadd_ps(weight, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(weight, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(weight, b2, acc[r][2]);
+#pragma GCC unroll 3
+      for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_fmadd_ps(weight, column[v], acc[r][v]);
     }
+  }
+}
+
+// The tile for `columns` (1 to 48) columns: as many vectors as they need; masked loads
+// when asked, or when the tile is not a whole number of vectors.
+inline void gemm_tile_for(int64_t columns, bool masked, const float* a, const float* b, const int64_t* offsets,
+                          const int64_t* limits, int64_t limit_base, int64_t depth, __m512 (&acc)[kRows][3]) {
+  const int vectors = static_cast<int>((columns + kLanes - 1) / kLanes);
+  if (vectors >= 3) {
+    masked ? gemm_tile<3, true>(a, b, offsets, limits, limit_base, depth, acc)
+           : gemm_tile<3, false>(a, b, offsets, limits, limit_base, depth, acc);
+  } else if (vectors == 2) {
+    masked ? gemm_tile<2, true>(a, b, offsets, limits, limit_base, depth, acc)
+           : gemm_tile<2, false>(a, b, offsets, limits, limit_base, depth, acc);
+  } else {
+    masked ? gemm_tile<1, true>(a, b, offsets, limits, limit_base, depth, acc)
+           : gemm_tile<1, false>(a, b, offsets, limits, limit_base, depth, acc);
   }
 }
 

@@ -96,11 +96,7 @@ void forward(const Geometry& g, const float* x, const float* w, const float* bia
       for (int64_t rt = 0; rt < row_tiles; ++rt) {
         __m512 acc[kRows][3];
         const float* a = packed + rt * depth * kRows;
-        if (safe) {
-          gemm_tile<false>(a, xn + p0, offsets, limits, p0, depth, acc);
-        } else {
-          gemm_tile<true>(a, xn + p0, offsets, limits, p0, depth, acc);
-        }
+        gemm_tile_for(std::min(kColumns, l.P - p0), !safe, a, xn + p0, offsets, limits, p0, depth, acc);
         for (int64_t r = 0; r < kRows; ++r) {
           const int64_t o = rt * kRows + r;
           if (o >= l.O) break;
@@ -183,12 +179,13 @@ void backward(const Geometry& g, const float* dy, const float* x, const float* w
           const int64_t q0 = ct * kColumns;
           for (int64_t rt = 0; rt < row_tiles; ++rt) {
             __m512 acc[kRows][3];
-            gemm_tile<false>(packed + rt * depth * kRows, wide + q0, offsets, nullptr, 0, depth, acc);
+            gemm_tile_for(std::min(kColumns, l.HW - q0), false, packed + rt * depth * kRows, wide + q0, offsets, nullptr,
+                          0, depth, acc);
             for (int64_t r = 0; r < kRows; ++r) {
               const int64_t c = rt * kRows + r;
               if (c >= l.C) break;
               float* destination = dxn + c * l.HW + q0;
-              for (int v = 0; v < 3; ++v) {
+              for (int v = 0; v < 3 && q0 + v * kLanes < l.HW; ++v) {
                 _mm512_mask_storeu_ps(destination + v * kLanes, lanes_below(l.HW - q0 - v * kLanes), acc[r][v]);
               }
             }

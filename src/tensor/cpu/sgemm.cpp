@@ -69,11 +69,8 @@ void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alp
         const int64_t n0 = ct * kColumns;
         for (int64_t rt = 0; rt < row_tiles; ++rt) {
           __m512 acc[kRows][3];
-          if (n0 + kColumns <= n) {
-            gemm_tile<false>(packed + rt * depth * kRows, b + n0, offsets, limits, n0, depth, acc);
-          } else {
-            gemm_tile<true>(packed + rt * depth * kRows, b + n0, offsets, limits, n0, depth, acc);
-          }
+          gemm_tile_for(std::min(kColumns, n - n0), n0 + kColumns > n, packed + rt * depth * kRows, b + n0, offsets,
+                        limits, n0, depth, acc);
           for (int64_t r = 0; r < kRows && rt * kRows + r < m; ++r) {
             float* row = c + (rt * kRows + r) * ldc + n0;
             for (int v = 0; v < 3; ++v) {
