@@ -65,6 +65,8 @@ void add_scaled_(Tensor& self, const Tensor& other, double alpha);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // grad * (input > 0): ReLU's backward in one pass.
 Tensor relu_backward(const Tensor& grad, const Tensor& input);
+// The same, written into grad (autograd uses it when nothing else holds the gradient).
+void relu_backward_(Tensor& grad, const Tensor& input);
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
 

@@ -22,6 +22,7 @@ void binary_(BinaryOp op, Tensor& a, double b) { TS_DISPATCH(a, binary_, op, a, 
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) { TS_DISPATCH(self, add_scaled_, self, other, alpha); }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { TS_DISPATCH(a, where, cond, a, b); }
 Tensor relu_backward(const Tensor& grad, const Tensor& input) { TS_DISPATCH(grad, relu_backward, grad, input); }
+void relu_backward_(Tensor& grad, const Tensor& input) { TS_DISPATCH(grad, relu_backward_, grad, input); }
 
 Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) { TS_DISPATCH(self, sum, self, dims, keepdim); }
 Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) { TS_DISPATCH(self, amax, self, dims, keepdim); }

@@ -231,4 +231,13 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   return out;
 }
 
+void relu_backward_(Tensor& grad, const Tensor& input) {
+  check_binary(BinaryOp::mul, grad, input);
+  TS_CHECK(grad.sizes() == input.sizes(), ShapeError, "relu_backward_: gradient shape ", shape_str(grad.sizes()),
+           " differs from input shape ", shape_str(input.sizes()));
+  dispatch_floating(grad.dtype(), "relu_backward_", [&]<class T>() {
+    binary_loop<T, T>(grad, grad, input, [](T g, T x) { return x > T(0) ? g : T(0); });
+  });
+}
+
 }  // namespace tessera::cpu

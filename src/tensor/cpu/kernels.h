@@ -25,6 +25,7 @@ void binary_(BinaryOp op, Tensor& a, double b);
 void add_scaled_(Tensor& self, const Tensor& other, double alpha);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor relu_backward(const Tensor& grad, const Tensor& input);
+void relu_backward_(Tensor& grad, const Tensor& input);
 
 Tensor sum(const Tensor& self, const Shape& dims, bool keepdim);
 Tensor amax(const Tensor& self, const Shape& dims, bool keepdim);
