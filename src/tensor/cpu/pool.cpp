@@ -151,7 +151,8 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOpt
            " is smaller than the kernel");
   Tensor out = empty({input.size(0), input.size(1), out_h, out_w}, input.dtype(), input.device());
   Tensor indices = empty(out.sizes(), DType::i64, input.device());
-  if (kHavePool2x2 && is_pool2x2(o) && input.dtype() == DType::f32) {
+  // (The kernels compute indices in 32 bits.)
+  if (kHavePool2x2 && is_pool2x2(o) && input.dtype() == DType::f32 && height * width < (int64_t{1} << 31)) {
     const float* x = static_cast<const float*>(input.data_ptr());
     float* y = out.data_ptr<float>();
     int64_t* idx = indices.data_ptr<int64_t>();
@@ -207,7 +208,7 @@ Tensor max_pool2d_backward(const Tensor& grad_output_in, const Tensor& indices_i
   // Non-overlapping 2 x 2 windows (what the forward's fast path made): write each element once.
   // If some index is outside its window, other options made them: take the general path.
   if (kHavePool2x2 && grad_output.dtype() == DType::f32 && indices.dtype() == DType::i64 &&
-      out_h == input_shape[2] / 2 && out_w == input_shape[3] / 2) {
+      out_h == input_shape[2] / 2 && out_w == input_shape[3] / 2 && in_plane < (int64_t{1} << 31)) {
     Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
     const float* dy = static_cast<const float*>(grad_output.data_ptr());
     const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
