@@ -1,8 +1,9 @@
 // Shifted-row direct convolution (see conv_shifted.h for the idea).
 //
 // Register tiles (avx512_tiles.h): the forward and the input gradient share the 8 x 48
-// outer-product tile, whose B rows are the shifted image rows; the weight gradient is an
-// 8 x 3 block of dot products over positions, folded into 24 sums at once.
+// outer-product tile (the forward's B rows are shifted image rows, the input gradient's
+// the wide dY rows); the weight gradient is an 8 x 3 block of dot products over
+// positions, folded into 24 sums at once.
 //
 // Memory: the weights are repacked once per call (tens of KB); each thread keeps a
 // zero-padded wide copy of one sample's dY and its own weight-gradient sums in scratch
@@ -116,27 +117,26 @@ void forward(const Geometry& g, const float* x, const float* w, const float* bia
 void backward(const Geometry& g, const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) {
   const Layout l(g);
   const int64_t patch = l.C * l.taps;      // weight-gradient columns, (c, tap)
-  const int64_t depth = l.O * l.taps;      // input-gradient depth, (o, tap)
   const int64_t front = round_up(l.max_shift, kLanes);  // zeros before a wide dY row
   const int64_t row_length = front + round_up(l.HW, kColumns);
-  const int64_t row_tiles = round_up(l.C, kRows) / kRows;
-  const int64_t column_tiles = round_up(l.HW, kColumns) / kColumns;
+  const int64_t patch_tiles = round_up(patch, kRows) / kRows;
+  const int64_t column_tiles = round_up(l.P, kColumns) / kColumns;
   const int64_t vectors = round_up(l.P, kLanes) / kLanes;  // dot-product length, in vectors
 
-  // dX is the forward GEMM over the padded wide dY with the kernel flipped:
-  // dX[c, q] = sum_{o, tap} W[o, c, tap] * dY_wide[o, q - shift(tap)].
+  // dX in two steps that touch only real terms: the patch gradient on the wide grid,
+  // dcol[(c, tap), p] = sum_o W[o, c, tap] * dY_wide[o, p] (a GEMM of depth O whose B rows,
+  // the wide dY rows, are aligned), then col2im on the wide grid, which is adding each
+  // dcol row into plane c shifted by shift(tap): contiguous vectors again.
   thread_local Scratch packed_buffer;
   thread_local std::vector<int64_t> offset_buffer;
   float* packed = nullptr;
   int64_t* offsets = nullptr;
   if (dx != nullptr) {
-    packed = packed_buffer.get(row_tiles * depth * kRows);
-    pack_rows(l.C, depth, packed, [&](int64_t c, int64_t k) {
-      return w[((k / l.taps) * l.C + c) * l.taps + k % l.taps];
-    });
-    offset_buffer.resize(static_cast<size_t>(depth));
+    packed = packed_buffer.get(patch_tiles * l.O * kRows);
+    pack_rows(patch, l.O, packed, [&](int64_t k, int64_t o) { return w[o * patch + k]; });
+    offset_buffer.resize(static_cast<size_t>(l.O));
     offsets = offset_buffer.data();
-    for (int64_t k = 0; k < depth; ++k) offsets[k] = (k / l.taps) * row_length + front - l.shift(k % l.taps);
+    for (int64_t o = 0; o < l.O; ++o) offsets[o] = o * row_length + front;
   }
 
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), std::max<int64_t>(g.batch, 1)));
@@ -175,18 +175,25 @@ void backward(const Geometry& g, const float* dy, const float* x, const float* w
 
       if (dx != nullptr) {
         float* dxn = dx + n * l.C * l.HW;
+        std::fill(dxn, dxn + l.C * l.HW, 0.0f);
         for (int64_t ct = 0; ct < column_tiles; ++ct) {
-          const int64_t q0 = ct * kColumns;
-          for (int64_t rt = 0; rt < row_tiles; ++rt) {
+          const int64_t p0 = ct * kColumns;
+          for (int64_t rt = 0; rt < patch_tiles; ++rt) {
             __m512 acc[kRows][3];
-            gemm_tile_for(std::min(kColumns, l.HW - q0), false, packed + rt * depth * kRows, wide + q0, offsets, nullptr,
-                          0, depth, acc);
+            gemm_tile_for(std::min(kColumns, l.P - p0), false, packed + rt * l.O * kRows, wide + p0, offsets, nullptr, 0,
+                          l.O, acc);
             for (int64_t r = 0; r < kRows; ++r) {
-              const int64_t c = rt * kRows + r;
-              if (c >= l.C) break;
-              float* destination = dxn + c * l.HW + q0;
-              for (int v = 0; v < 3 && q0 + v * kLanes < l.HW; ++v) {
-                _mm512_mask_storeu_ps(destination + v * kLanes, lanes_below(l.HW - q0 - v * kLanes), acc[r][v]);
+              const int64_t k = rt * kRows + r;
+              if (k >= patch) break;
+              const int64_t shift = l.shift(k % l.taps);
+              float* destination = dxn + (k / l.taps) * l.HW + shift + p0;
+              // Lanes past the wide grid or the plane hold exact zeros (dY_wide is zero
+              // there) and are skipped, so nothing is written outside the plane.
+              const int64_t count = std::min(l.P - p0, l.HW - shift - p0);
+              for (int v = 0; v < 3 && v * kLanes < count; ++v) {
+                const __mmask16 mask = lanes_below(count - v * kLanes);
+                const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, destination + v * kLanes), acc[r][v]);
+                _mm512_mask_storeu_ps(destination + v * kLanes, mask, sum);
               }
             }
           }

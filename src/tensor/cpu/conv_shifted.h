@@ -8,8 +8,10 @@
 // contiguous run of memory. So the convolution is a GEMM whose B-operand rows are read
 // straight from the image, with no im2col buffer and no packing:
 //   Y_wide[o, p] = sum_{c,ki,kj} W[o, c, ki, kj] * X[c, ki*W + kj + p].
-// The input gradient is the same GEMM over a zero-padded wide copy of dY with the kernel
-// flipped, and the weight gradient is a dot product over p of a dY row and a shifted X row.
+// The backward works on a wide copy of dY (zero in the discarded columns): the input
+// gradient is W^T times it (the patch gradient on the wide grid) followed by col2im, which
+// on the wide grid is adding each patch row into its input plane shifted by ki*W + kj;
+// the weight gradient is a dot product over p of a dY row and a shifted X row.
 // One call handles a whole batch; samples are split across the OpenMP threads.
 #pragma once
 
