@@ -3,8 +3,8 @@
 
 Trains PyTorch's examples/mnist network exactly as that example's loop does (zero_grad,
 forward, nll_loss, backward, step) with SGD on random data, in train mode (dropout on),
-and prints one JSON object: samples/s (batch over the median step time), peak memory, the
-fp32 GEMM rate of this process's
+and prints one JSON object: samples/s (and the batch over the median step time), peak
+memory, the fp32 GEMM rate of this process's
 BLAS at the same thread count (the roofline), and optionally a per-layer profile.
 
 Run with Debian's python3-torch and, for OpenBLAS, its folder first on LD_LIBRARY_PATH:
@@ -202,9 +202,9 @@ def main():
         "threads": args.threads,
         "torch_threads": torch.get_num_threads(),
         "steps": args.steps,
-        "samples_per_s": args.batch / median_step,  # over the median step, as Tessera's side
-        "samples_per_s_mean": args.steps * args.batch / seconds,
-        "step_ms": median_step * 1e3,
+        "samples_per_s": args.steps * args.batch / seconds,
+        "samples_per_s_median_step": args.batch / median_step,
+        "median_step_ms": median_step * 1e3,
         "loss": float(loss),
         "peak_rss_bytes": peak_rss_bytes(),
         "training_rss_bytes": max(0, peak_rss_bytes() - base_rss),

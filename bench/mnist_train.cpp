@@ -2,9 +2,9 @@
 //
 // Trains examples/mnist_net.h (PyTorch's MNIST example network) the way PyTorch's example
 // loop does (zero_grad, forward, nll_loss, backward, step) with SGD on random data in
-// train mode (dropout on), and prints one JSON line: samples/s (batch over the median
-// step time, which a busy moment of a shared machine moves less than the mean; the mean
-// is there too), peak memory, the fp32
+// train mode (dropout on), and prints one JSON line: samples/s (timed samples over the
+// time of the timed steps; also the batch over the median step time, which a busy moment
+// of a shared machine moves less), peak memory, the fp32
 // GEMM rate of Tessera's own GEMM at the same thread count (the roofline), and with
 // --profile the time of each layer's forward and backward.
 //
@@ -244,12 +244,13 @@ int main(int argc, char** argv) {
   const int64_t peak_rss = peak_rss_bytes();
 
   std::printf("{\"framework\": \"tessera\", \"batch\": %lld, \"threads\": %d, \"fsdp\": %s, \"steps\": %lld, "
-              "\"samples_per_s\": %.3f, \"samples_per_s_mean\": %.3f, \"step_ms\": %.4f, \"loss\": %.6f, "
+              "\"samples_per_s\": %.3f, \"samples_per_s_median_step\": %.3f, \"median_step_ms\": %.4f, "
+              "\"loss\": %.6f, "
               "\"peak_rss_bytes\": %lld, "
               "\"training_rss_bytes\": %lld, \"allocator_peak_bytes\": %lld, \"allocations_per_step\": %.2f",
               static_cast<long long>(options.batch), ts::get_num_threads(), options.fsdp ? "true" : "false",
-              static_cast<long long>(options.steps), static_cast<double>(options.batch) / median_step,
-              static_cast<double>(options.steps * options.batch) / seconds, median_step * 1e3, loss.item<double>(), static_cast<long long>(peak_rss),
+              static_cast<long long>(options.steps), static_cast<double>(options.steps * options.batch) / seconds,
+              static_cast<double>(options.batch) / median_step, median_step * 1e3, loss.item<double>(), static_cast<long long>(peak_rss),
               static_cast<long long>(std::max<int64_t>(0, peak_rss - base_rss)),
               static_cast<long long>(stats.peak_bytes),
               static_cast<double>(stats.allocations - allocations_before) / static_cast<double>(options.steps));
