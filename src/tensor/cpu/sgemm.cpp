@@ -6,8 +6,7 @@
 //    panels (alpha folded in), B rows are read in place, 48 columns per tile; depth is
 //    blocked by 256 so a column tile's B rows stay in L1/L2 across the row tiles.
 //  - B transposed (B stored [n, k], the layout of a Linear weight): dot products along k,
-//    8 rows of A x 3 rows of B per tile, depth blocked by 1024 and copied to padded rows
-//    so the A block stays in L2 without L1 set conflicts.
+//    4 rows of A x 3 rows of B per tile, depth blocked by 1024 so the A block stays in L2.
 // Column tiles (or B-row tiles) are split across OpenMP threads unless the call is already
 // inside a parallel region (the convolution's per-sample GEMMs). The summation order is
 // fixed by the shapes and the thread count, so results are reproducible run to run.
@@ -91,65 +90,53 @@ void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alp
   }
 }
 
-// C[i, j] = alpha sum_k A[i, k] B[j, k] + beta C[i, j]; A and B rows run along k.
-// Each depth block of A and B is first copied to rows 64 bytes longer than a multiple of
-// 4 KiB apart: rows of a Linear input or weight are often exactly 4 KiB multiples apart
-// (9216 floats), and the 11 rows a tile reads would then share one L1 set and thrash it.
+// C[i, j] = alpha sum_k A[i, k] B[j, k] + beta C[i, j]; A and B rows run along k, read in
+// place, 4 rows of A x 3 rows of B per tile. Seven rows: rows of a Linear input or weight
+// are often exactly a multiple of 4 KiB apart (9216 floats) and so share one L1 set,
+// which has 8 ways; a tile that read 11 of them would thrash it.
 void dot_product_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                       int64_t ldb, float beta, float* c, int64_t ldc) {
   const int64_t b_tiles = (n + 2) / 3;
-  const int64_t block = std::min(k, kDotDepth);
-  const int64_t stride = round_up(block, 1024) + kLanes;  // floats between packed rows
-  thread_local Scratch packed_buffer;
-  float* packed_a = packed_buffer.get((m + n) * stride);
-  float* packed_b = packed_a + m * stride;
-
 #pragma omp parallel if (run_parallel(m, n, k))
   {
     for (int64_t k0 = 0; k0 < k; k0 += kDotDepth) {
       const int64_t depth = std::min(kDotDepth, k - k0);
       const int64_t vectors = round_up(depth, kLanes) / kLanes;
       const __mmask16 tail = lanes_below(depth - (vectors - 1) * kLanes);
-#pragma omp for schedule(static)
-      for (int64_t row = 0; row < m + n; ++row) {
-        const float* source = row < m ? a + row * lda + k0 : b + (row - m) * ldb + k0;
-        std::copy(source, source + depth, packed_a + row * stride);
-      }
       const bool first = k0 == 0;
 #pragma omp for schedule(static)
       for (int64_t jt = 0; jt < b_tiles; ++jt) {
         const int64_t j0 = jt * 3;
         const float* b_rows[3];
-        for (int j = 0; j < 3; ++j) b_rows[j] = packed_b + std::min(j0 + j, n - 1) * stride;
-        for (int64_t i0 = 0; i0 < m; i0 += 8) {
-          const float* a_rows[8];
-          for (int i = 0; i < 8; ++i) a_rows[i] = packed_a + std::min(i0 + i, m - 1) * stride;
-          __m512 acc[24];  // acc[j * 8 + i]
+        for (int j = 0; j < 3; ++j) b_rows[j] = b + std::min(j0 + j, n - 1) * ldb + k0;
+        for (int64_t i0 = 0; i0 < m; i0 += 4) {
+          const float* a_rows[4];
+          for (int i = 0; i < 4; ++i) a_rows[i] = a + std::min(i0 + i, m - 1) * lda + k0;
+          __m512 acc[16];  // acc[j * 4 + i]; the last four stay zero
           for (auto& value : acc) value = _mm512_setzero_ps();
           for (int64_t s = 0; s + 1 < vectors; ++s) {
             __m512 bv[3];
-            for (int j = 0; j < 3; ++j) bv[j] = _mm512_load_ps(b_rows[j] + s * kLanes);
-            for (int i = 0; i < 8; ++i) {
-              const __m512 av = _mm512_load_ps(a_rows[i] + s * kLanes);
-              for (int j = 0; j < 3; ++j) acc[j * 8 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 8 + i]);
+            for (int j = 0; j < 3; ++j) bv[j] = _mm512_loadu_ps(b_rows[j] + s * kLanes);
+            for (int i = 0; i < 4; ++i) {
+              const __m512 av = _mm512_loadu_ps(a_rows[i] + s * kLanes);
+              for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
             }
           }
           {  // the last vector, partly past the block's depth
             const int64_t s = vectors - 1;
             __m512 bv[3];
             for (int j = 0; j < 3; ++j) bv[j] = _mm512_maskz_loadu_ps(tail, b_rows[j] + s * kLanes);
-            for (int i = 0; i < 8; ++i) {
+            for (int i = 0; i < 4; ++i) {
               const __m512 av = _mm512_maskz_loadu_ps(tail, a_rows[i] + s * kLanes);
-              for (int j = 0; j < 3; ++j) acc[j * 8 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 8 + i]);
+              for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
             }
           }
-          alignas(64) float sums[32];
+          alignas(64) float sums[16];
           _mm512_store_ps(sums, sum_each16(acc));
-          _mm256_store_ps(sums + 16, sum_each8(acc + 16));
           for (int j = 0; j < 3 && j0 + j < n; ++j) {
-            for (int i = 0; i < 8 && i0 + i < m; ++i) {
+            for (int i = 0; i < 4 && i0 + i < m; ++i) {
               float& out = c[(i0 + i) * ldc + j0 + j];
-              const float value = alpha * sums[j * 8 + i];
+              const float value = alpha * sums[j * 4 + i];
               out = !first ? out + value : beta != 0.0f ? value + beta * out : value;
             }
           }
