@@ -65,6 +65,8 @@ void add_scaled_(Tensor& self, const Tensor& other, double alpha);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // grad * (input > 0): ReLU's backward in one pass.
 Tensor relu_backward(const Tensor& grad, const Tensor& input);
+// The same, written into grad (autograd uses it when nothing else holds the gradient).
+void relu_backward_(Tensor& grad, const Tensor& input);
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
 
@@ -92,6 +94,10 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, co
                              const Conv2dOptions& options);
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
                               const Conv2dOptions& options);
+// All three gradients (input, weight, bias) in one pass over grad_output; output_mask
+// says which are wanted (the others come back undefined), as torch's convolution_backward.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask);
 
 struct MaxPool2dOptions {
   Size2 kernel = 2;

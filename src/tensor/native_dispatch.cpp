@@ -33,6 +33,7 @@ void binary_(BinaryOp op, Tensor& a, double b) { TS_DISPATCH(a, binary_, op, a, 
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) { TS_DISPATCH(self, add_scaled_, self, other, alpha); }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { TS_DISPATCH(a, where, cond, a, b); }
 Tensor relu_backward(const Tensor& grad, const Tensor& input) { TS_DISPATCH(grad, relu_backward, grad, input); }
+void relu_backward_(Tensor& grad, const Tensor& input) { TS_DISPATCH(grad, relu_backward_, grad, input); }
 
 Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) { TS_DISPATCH(self, sum, self, dims, keepdim); }
 Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) { TS_DISPATCH(self, amax, self, dims, keepdim); }
@@ -53,6 +54,10 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, co
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
                               const Conv2dOptions& options) {
   TS_DISPATCH(grad_output, conv2d_backward_weight, grad_output, input, weight_shape, options);
+}
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask) {
+  TS_DISPATCH(grad_output, conv2d_backward, grad_output, input, weight, options, output_mask);
 }
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options) {
   TS_DISPATCH(input, max_pool2d, input, options);

@@ -15,11 +15,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     record("Conv2dBackward", {input, weight, bias}, {out},
            [x = saved(input), w = saved(weight), options, need_x = input.requires_grad(),
             need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad()](const TensorList& g) {
-             TensorList grads(3);
-             if (need_x) grads[0] = native::conv2d_backward_input(g[0], w, x.sizes(), options);
-             if (need_w) grads[1] = native::conv2d_backward_weight(g[0], x, w.sizes(), options);
-             if (need_b) grads[2] = native::sum(g[0], {0, 2, 3}, false);
-             return grads;
+             auto [grad_x, grad_w, grad_b] = native::conv2d_backward(g[0], x, w, options, {need_x, need_w, need_b});
+             return TensorList{grad_x, grad_w, grad_b};
            });
   }
   return out;

@@ -170,6 +170,15 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   return unary_op("ReluBackward", UnaryOp::relu, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    // The engine hands each node gradients it owns and drops them after the node runs, so a
+    // gradient nothing else holds can take the result in place: no second activation-sized
+    // buffer (9 MB per MNIST batch of 64) and one memory stream less.
+    if (g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous() &&
+        g.dtype() == y.dtype()) {
+      Tensor grad = g;
+      native::relu_backward_(grad, y);
+      return grad;
+    }
     return native::relu_backward(g, y);
   });
 }

@@ -1,12 +1,16 @@
-// 2-D convolution on the CPU as im2col + GEMM (and col2im for the input gradient).
+// 2-D convolution on the CPU.
 //
-// For one sample, im2col lays the input patches out as a [C*kh*kw, oh*ow] matrix, so the
-// convolution is W[O, C*kh*kw] * col. Samples are spread across threads, each with its own
-// column buffer; the GEMMs inside a thread then run single-threaded.
+// float32 with stride 1, no padding and no dilation (the common case, and the MNIST
+// network's) runs the shifted-row direct kernels of conv_shifted.h on AVX-512 machines.
+// Everything else is im2col + GEMM (and col2im for the input gradient): for one sample,
+// im2col lays the input patches out as a [C*kh*kw, oh*ow] matrix, so the convolution is
+// W[O, C*kh*kw] * col. Samples are spread across threads, each with its own column
+// buffer; the GEMMs inside a thread then run single-threaded.
 #include <omp.h>
 
 #include <vector>
 
+#include "tessera/tensor/cpu/conv_shifted.h"
 #include "tessera/tensor/cpu/gemm.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/kernel_shapes.h"
@@ -64,6 +68,16 @@ void col2im(const T* col, const ConvGeometry& g, T* image) {
   }
 }
 
+// The shifted-row kernels apply: float32, stride 1, no padding, no dilation.
+bool use_shifted(DType dtype, const Conv2dOptions& o) {
+  return dtype == DType::f32 && shifted::available() && o.stride == Size2(1) && o.padding == Size2(0) &&
+         o.dilation == Size2(1);
+}
+
+shifted::Geometry shifted_geometry(const ConvGeometry& g) {
+  return {g.batch, g.channels, g.height, g.width, g.out_channels, g.kernel_h, g.kernel_w};
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& options) {
@@ -74,6 +88,12 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   Tensor input = contiguous(input_in), weight = contiguous(weight_in);
   Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
   Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, input.dtype(), input.device());
+  if (use_shifted(input.dtype(), options)) {
+    shifted::forward(shifted_geometry(g), static_cast<const float*>(input.data_ptr()),
+                     static_cast<const float*>(weight.data_ptr()),
+                     bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr, out.data_ptr<float>());
+    return out;
+  }
   dispatch_floating(input.dtype(), "conv2d", [&]<class T>() {
     const T* x = static_cast<const T*>(input.data_ptr());
     const T* w = static_cast<const T*>(weight.data_ptr());
@@ -107,6 +127,11 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
   ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
   Tensor grad_output = contiguous(grad_output_in), weight = contiguous(weight_in);
   Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
+  if (use_shifted(grad_output.dtype(), options)) {
+    shifted::backward(shifted_geometry(g), static_cast<const float*>(grad_output.data_ptr()), nullptr,
+                      static_cast<const float*>(weight.data_ptr()), grad_input.data_ptr<float>(), nullptr, nullptr);
+    return grad_input;
+  }
   dispatch_floating(grad_output.dtype(), "conv2d_backward_input", [&]<class T>() {
     const T* dy = static_cast<const T*>(grad_output.data_ptr());
     const T* w = static_cast<const T*>(weight.data_ptr());
@@ -133,6 +158,13 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   check_cpu(grad_output_in, "conv2d_backward_weight");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
+  if (use_shifted(input.dtype(), options)) {
+    Tensor grad_weight = empty(weight_shape, input.dtype(), input.device());
+    shifted::backward(shifted_geometry(g), static_cast<const float*>(grad_output.data_ptr()),
+                      static_cast<const float*>(input.data_ptr()), nullptr, nullptr, grad_weight.data_ptr<float>(),
+                      nullptr);
+    return grad_weight;
+  }
   Tensor grad_weight = zeros(weight_shape, input.dtype(), input.device());
   if (g.batch == 0) return grad_weight;  // a rank's empty share of a batch: no samples, zero gradient
   dispatch_floating(input.dtype(), "conv2d_backward_weight", [&]<class T>() {
@@ -161,6 +193,37 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
     }
   });
   return grad_weight;
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output_in, const Tensor& input_in,
+                                                   const Tensor& weight_in, const Conv2dOptions& options,
+                                                   std::array<bool, 3> output_mask) {
+  check_conv_operands(grad_output_in, input_in, "conv2d_backward");
+  check_conv_operands(input_in, weight_in, "conv2d_backward");
+  check_cpu(grad_output_in, "conv2d_backward");
+  ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
+  const Shape output_shape{g.batch, g.out_channels, g.out_h, g.out_w};
+  TS_CHECK(grad_output_in.sizes() == output_shape, ShapeError, "conv2d_backward: gradient of shape ",
+           shape_str(grad_output_in.sizes()), " does not match the output shape ", shape_str(output_shape));
+  const auto [want_input, want_weight, want_bias] = output_mask;
+  if (!use_shifted(input_in.dtype(), options)) {
+    Tensor grad_input, grad_weight, grad_bias;
+    if (want_input) grad_input = cpu::conv2d_backward_input(grad_output_in, weight_in, input_in.sizes(), options);
+    if (want_weight) grad_weight = cpu::conv2d_backward_weight(grad_output_in, input_in, weight_in.sizes(), options);
+    if (want_bias) grad_bias = cpu::sum(grad_output_in, {0, 2, 3}, false);
+    return {grad_input, grad_weight, grad_bias};
+  }
+  // One pass over the batch: each sample's gradient is read once for all three results.
+  Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in), weight = contiguous(weight_in);
+  Tensor grad_input = want_input ? empty(input.sizes(), input.dtype(), input.device()) : Tensor();
+  Tensor grad_weight = want_weight ? empty(weight.sizes(), input.dtype(), input.device()) : Tensor();
+  Tensor grad_bias = want_bias ? empty({g.out_channels}, input.dtype(), input.device()) : Tensor();
+  shifted::backward(shifted_geometry(g), static_cast<const float*>(grad_output.data_ptr()),
+                    static_cast<const float*>(input.data_ptr()), static_cast<const float*>(weight.data_ptr()),
+                    want_input ? grad_input.data_ptr<float>() : nullptr,
+                    want_weight ? grad_weight.data_ptr<float>() : nullptr,
+                    want_bias ? grad_bias.data_ptr<float>() : nullptr);
+  return {grad_input, grad_weight, grad_bias};
 }
 
 }  // namespace tessera::cpu

@@ -215,4 +215,12 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   return out;
 }
 
+void relu_backward_(Tensor& grad, const Tensor& input) {
+  check_relu_backward_operands(grad, input);
+  check_cpu(grad, "relu_backward_");
+  dispatch_floating(grad.dtype(), "relu_backward_", [&]<class T>() {
+    binary_loop<T, T>(grad, grad, input, [](T g, T x) { return x > T(0) ? g : T(0); });
+  });
+}
+
 }  // namespace tessera::cpu

@@ -1,6 +1,14 @@
 #include "tessera/tensor/cpu/gemm.h"
 
+#include "tessera/config.h"
+#include "tessera/tensor/cpu/sgemm.h"
+
+#if TESSERA_HAS_OPENBLAS
+#include <cblas.h>
+#endif
+
 #include <Eigen/Core>
+#include <type_traits>
 
 namespace tessera::cpu {
 
@@ -37,6 +45,23 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (sgemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  }
+#if TESSERA_HAS_OPENBLAS
+  if (k > 0) {  // OpenBLAS (built with -Dblas=openblas) instead of Eigen
+    const CBLAS_TRANSPOSE op_a = trans_a ? CblasTrans : CblasNoTrans, op_b = trans_b ? CblasTrans : CblasNoTrans;
+    const auto m32 = static_cast<blasint>(m), n32 = static_cast<blasint>(n), k32 = static_cast<blasint>(k);
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, op_a, op_b, m32, n32, k32, alpha, a, static_cast<blasint>(lda), b,
+                  static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+    } else {
+      cblas_dgemm(CblasRowMajor, op_a, op_b, m32, n32, k32, alpha, a, static_cast<blasint>(lda), b,
+                  static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+    }
+    return;
+  }
+#endif
   Map<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
   if (k == 0) {
     if (beta == T(0)) cm.setZero(); else cm *= beta;

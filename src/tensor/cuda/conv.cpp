@@ -357,3 +357,22 @@ Tensor conv2d_backward_weight(const Tensor&, const Tensor&, const Shape&, const 
 }  // namespace tessera::cuda
 
 #endif
+
+namespace tessera::cuda {
+
+using namespace native;
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask) {
+  check_conv_operands(grad_output, input, "conv2d_backward");
+  check_conv_operands(input, weight, "conv2d_backward");
+  check_cuda(grad_output, "conv2d_backward");
+  // cuDNN has one call per gradient; the bias gradient is a sum over N, H and W.
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) grad_input = cuda::conv2d_backward_input(grad_output, weight, input.sizes(), options);
+  if (output_mask[1]) grad_weight = cuda::conv2d_backward_weight(grad_output, input, weight.sizes(), options);
+  if (output_mask[2]) grad_bias = cuda::sum(grad_output, {0, 2, 3}, false);
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace tessera::cuda

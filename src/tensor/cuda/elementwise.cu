@@ -225,4 +225,13 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   return out;
 }
 
+void relu_backward_(Tensor& grad, const Tensor& input) {
+  check_relu_backward_operands(grad, input);
+  check_cuda(grad, "relu_backward_");
+  DeviceGuard guard(grad.device());
+  device_dispatch_floating_bf16(grad.dtype(), "relu_backward_", [&]<class T>() {
+    zip_into<T, T, T>(grad, grad, input, ReluBackwardFunctor<T>{});  // each element reads then writes its own
+  });
+}
+
 }  // namespace tessera::cuda

@@ -33,6 +33,7 @@ void binary_(BinaryOp op, Tensor& a, double b);
 void add_scaled_(Tensor& self, const Tensor& other, double alpha);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor relu_backward(const Tensor& grad, const Tensor& input);
+void relu_backward_(Tensor& grad, const Tensor& input);
 
 Tensor sum(const Tensor& self, const Shape& dims, bool keepdim);
 Tensor amax(const Tensor& self, const Shape& dims, bool keepdim);
@@ -44,6 +45,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options);
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
                              const Conv2dOptions& options);
+// All three convolution gradients (those `output_mask` asks for) from one call.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask);
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
                               const Conv2dOptions& options);
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options);

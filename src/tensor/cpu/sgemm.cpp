@@ -1,0 +1,173 @@
+// float32 GEMM with the AVX-512 register tiles of avx512_tiles.h.
+//
+// C = alpha op(A) op(B) + beta C, row-major. Two shapes of loop, chosen by where B's
+// elements are contiguous:
+//  - B not transposed (B[k, n] rows run along n): outer products. A is packed in 8-row
+//    panels (alpha folded in), B rows are read in place, 48 columns per tile; depth is
+//    blocked by 256 so a column tile's B rows stay in L1/L2 across the row tiles.
+//  - B transposed (B stored [n, k], the layout of a Linear weight): dot products along k,
+//    4 rows of A x 3 rows of B per tile, depth blocked by 1024 so the A block stays in L2.
+// Column tiles (or B-row tiles) are split across OpenMP threads unless the call is already
+// inside a parallel region (the convolution's per-sample GEMMs). The summation order is
+// fixed by the shapes and the thread count, so results are reproducible run to run.
+#include "tessera/tensor/cpu/sgemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "tessera/tensor/cpu/avx512_tiles.h"
+
+namespace tessera::cpu {
+
+#if defined(__AVX512F__)
+
+namespace {
+
+using namespace avx512;
+
+constexpr int64_t kOuterDepth = 256;
+constexpr int64_t kDotDepth = 1024;
+// Below this many multiply-adds a GEMM runs on one thread.
+constexpr int64_t kParallelWork = int64_t{1} << 20;
+
+bool run_parallel(int64_t m, int64_t n, int64_t k) { return !omp_in_parallel() && m * n * k >= kParallelWork; }
+
+void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int64_t row_tiles = round_up(m, kRows) / kRows;
+  const int64_t column_tiles = round_up(n, kColumns) / kColumns;
+  thread_local Scratch packed_buffer;
+  float* packed = packed_buffer.get(row_tiles * std::min(k, kOuterDepth) * kRows);
+
+  // Every thread walks the same depth blocks: pack its share of A's row tiles, wait for
+  // the others (the barrier after each omp for), then multiply its share of column tiles.
+#pragma omp parallel if (run_parallel(m, n, k))
+  {
+    int64_t offsets[kOuterDepth], limits[kOuterDepth];
+    for (int64_t k0 = 0; k0 < k; k0 += kOuterDepth) {
+      const int64_t depth = std::min(kOuterDepth, k - k0);
+#pragma omp for schedule(static)
+      for (int64_t rt = 0; rt < row_tiles; ++rt) {
+        float* panel = packed + rt * depth * kRows;
+        for (int64_t r = 0; r < kRows; ++r) {
+          const int64_t row = rt * kRows + r;
+          for (int64_t kk = 0; kk < depth; ++kk) {
+            const float value = row >= m ? 0.0f : trans_a ? a[(k0 + kk) * lda + row] : a[row * lda + k0 + kk];
+            panel[kk * kRows + r] = alpha * value;
+          }
+        }
+      }
+      for (int64_t kk = 0; kk < depth; ++kk) {
+        offsets[kk] = (k0 + kk) * ldb;
+        limits[kk] = n;
+      }
+      const bool first = k0 == 0;
+#pragma omp for schedule(static)
+      for (int64_t ct = 0; ct < column_tiles; ++ct) {
+        const int64_t n0 = ct * kColumns;
+        for (int64_t rt = 0; rt < row_tiles; ++rt) {
+          __m512 acc[kRows][3];
+          gemm_tile_for(std::min(kColumns, n - n0), n0 + kColumns > n, packed + rt * depth * kRows, b + n0, offsets,
+                        limits, n0, depth, acc);
+          for (int64_t r = 0; r < kRows && rt * kRows + r < m; ++r) {
+            float* row = c + (rt * kRows + r) * ldc + n0;
+            for (int v = 0; v < 3; ++v) {
+              const __mmask16 mask = lanes_below(n - n0 - v * kLanes);
+              if (mask == 0) break;
+              __m512 value = acc[r][v];
+              if (!first) {
+                value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, row + v * kLanes));
+              } else if (beta != 0.0f) {
+                value = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, row + v * kLanes), value);
+              }
+              _mm512_mask_storeu_ps(row + v * kLanes, mask, value);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// C[i, j] = alpha sum_k A[i, k] B[j, k] + beta C[i, j]; A and B rows run along k, read in
+// place, 4 rows of A x 3 rows of B per tile. Seven rows: rows of a Linear input or weight
+// are often exactly a multiple of 4 KiB apart (9216 floats) and so share one L1 set,
+// which has 8 ways; a tile that read 11 of them would thrash it.
+void dot_product_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int64_t b_tiles = (n + 2) / 3;
+#pragma omp parallel if (run_parallel(m, n, k))
+  {
+    for (int64_t k0 = 0; k0 < k; k0 += kDotDepth) {
+      const int64_t depth = std::min(kDotDepth, k - k0);
+      const int64_t vectors = round_up(depth, kLanes) / kLanes;
+      const __mmask16 tail = lanes_below(depth - (vectors - 1) * kLanes);
+      const bool first = k0 == 0;
+#pragma omp for schedule(static)
+      for (int64_t jt = 0; jt < b_tiles; ++jt) {
+        const int64_t j0 = jt * 3;
+        const float* b_rows[3];
+        for (int j = 0; j < 3; ++j) b_rows[j] = b + std::min(j0 + j, n - 1) * ldb + k0;
+        for (int64_t i0 = 0; i0 < m; i0 += 4) {
+          const float* a_rows[4];
+          for (int i = 0; i < 4; ++i) a_rows[i] = a + std::min(i0 + i, m - 1) * lda + k0;
+          __m512 acc[16];  // acc[j * 4 + i]; the last four stay zero
+          for (auto& value : acc) value = _mm512_setzero_ps();
+          for (int64_t s = 0; s + 1 < vectors; ++s) {
+            __m512 bv[3];
+            for (int j = 0; j < 3; ++j) bv[j] = _mm512_loadu_ps(b_rows[j] + s * kLanes);
+            for (int i = 0; i < 4; ++i) {
+              const __m512 av = _mm512_loadu_ps(a_rows[i] + s * kLanes);
+              for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
+            }
+          }
+          {  // the last vector, partly past the block's depth
+            const int64_t s = vectors - 1;
+            __m512 bv[3];
+            for (int j = 0; j < 3; ++j) bv[j] = _mm512_maskz_loadu_ps(tail, b_rows[j] + s * kLanes);
+            for (int i = 0; i < 4; ++i) {
+              const __m512 av = _mm512_maskz_loadu_ps(tail, a_rows[i] + s * kLanes);
+              for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
+            }
+          }
+          alignas(64) float sums[16];
+          _mm512_store_ps(sums, sum_each16(acc));
+          for (int j = 0; j < 3 && j0 + j < n; ++j) {
+            for (int i = 0; i < 4 && i0 + i < m; ++i) {
+              float& out = c[(i0 + i) * ldc + j0 + j];
+              const float value = alpha * sums[j * 4 + i];
+              out = !first ? out + value : beta != 0.0f ? value + beta * out : value;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0 || k == 0) return false;  // Eigen's path handles the degenerate cases
+  if (!trans_b) {
+    if (n < 32) return false;  // a 48-column tile would be mostly empty
+    outer_product_gemm(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return true;
+  }
+  if (trans_a || k < 64) return false;
+  dot_product_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return true;
+}
+
+#else
+
+bool sgemm_avx512(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+                  float*, int64_t) {
+  return false;
+}
+
+#endif
+
+}  // namespace tessera::cpu
