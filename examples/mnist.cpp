@@ -23,6 +23,7 @@
 
 #include "mnist_net.h"
 #include "command_line.h"
+#include "printer.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
 #include "tessera/optim/optim.h"
@@ -182,44 +183,29 @@ std::unique_ptr<ts::optim::Optimizer> make_optimizer(const Options& o, const std
 }
 
 // Prints on rank 0 only: JSON lines, a progress bar on a terminal, or plain lines.
-class Reporter {
+class Reporter : public example::Printer {
  public:
-  Reporter(const Options& options, bool is_rank0) : json_(options.json), active_(is_rank0), tty_(isatty(1)) {}
+  Reporter(const Options& options, bool is_rank0) : Printer(options.json, is_rank0) {}
 
-  void train(int64_t epoch, int64_t batch, int64_t batches, int64_t samples, int64_t total, double loss) {
-    if (!active_) return;
-    if (json_) {
-      print_json({{"event", "train"}, {"epoch", epoch}, {"batch", batch}, {"samples", samples}, {"loss", loss}});
-    } else if (tty_) {
-      int width = 30, done = static_cast<int>(width * (batch + 1) / std::max<int64_t>(batches, 1));
-      std::printf("\rEpoch %lld [%s%s] %6lld/%lld  loss %.6f", static_cast<long long>(epoch),
-                  std::string(done, '=').c_str(), std::string(width - done, ' ').c_str(), static_cast<long long>(samples),
-                  static_cast<long long>(total), loss);
-      std::fflush(stdout);
-    } else {
-      std::printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", static_cast<long long>(epoch),
-                  static_cast<long long>(samples), static_cast<long long>(total), 100.0 * samples / total, loss);
-    }
-  }
 
   void epoch(int64_t epoch, double train_loss, double test_loss, int64_t correct, int64_t test_total,
              double samples_per_s, double seconds) {
-    if (!active_) return;
+    if (!active()) return;
     double accuracy = static_cast<double>(correct) / static_cast<double>(test_total);
-    if (json_) {
+    if (json()) {
       print_json({{"event", "epoch"}, {"epoch", epoch}, {"train_loss", train_loss}, {"test_loss", test_loss},
                   {"test_accuracy", accuracy}, {"samples_per_s", samples_per_s}, {"seconds", seconds}});
       return;
     }
-    if (tty_) std::printf("\n");
+    if (tty()) std::printf("\n");
     std::printf("\nTest set: Average loss: %.4f, Accuracy: %lld/%lld (%.2f%%)  [%.0f samples/s, %.1f s]\n\n", test_loss,
                 static_cast<long long>(correct), static_cast<long long>(test_total), 100.0 * accuracy, samples_per_s, seconds);
     std::fflush(stdout);
   }
 
   void checkpoint(const std::string& event, const std::string& path, const ts::checkpoint::TrainingState& state) {
-    if (!active_) return;
-    if (json_) {
+    if (!active()) return;
+    if (json()) {
       print_json({{"event", event}, {"path", path}, {"step", static_cast<int64_t>(state.step)},
                   {"epoch", state.epoch}, {"batch", state.batch}});
     } else {
@@ -230,25 +216,7 @@ class Reporter {
     }
   }
 
-  void line(const std::string& text) {
-    if (!active_) return;
-    if (json_) {
-      print_json({{"event", "info"}, {"message", text}});
-    } else {
-      std::printf("%s\n", text.c_str());
-      std::fflush(stdout);
-    }
-  }
 
- private:
-  void print_json(std::initializer_list<std::pair<std::string, ts::io::json::Value>> fields) {
-    ts::io::json::Object object;
-    for (const auto& [key, value] : fields) object.emplace_back(key, value);
-    std::printf("%s\n", ts::io::json::write(ts::io::json::Value(std::move(object))).c_str());
-    std::fflush(stdout);
-  }
-
-  bool json_, active_, tty_;
 };
 
 int run(int argc, char** argv) {

@@ -28,6 +28,7 @@
 #include <tessera/tessera.h>
 
 #include "command_line.h"
+#include "printer.h"
 
 namespace ts = tessera;
 namespace data = tessera::data;
@@ -125,61 +126,28 @@ Options parse_options(int argc, char** argv) {
 }
 
 // Prints on rank 0 only: JSON lines, a progress bar on a terminal, or plain lines.
-class Reporter {
+class Reporter : public example::Printer {
  public:
-  Reporter(const Options& options, bool is_rank0) : json_(options.json), active_(is_rank0), tty_(isatty(1)) {}
+  Reporter(const Options& options, bool is_rank0) : Printer(options.json, is_rank0) {}
 
-  void train(int64_t epoch, int64_t batch, int64_t batches, int64_t samples, int64_t total, double loss) {
-    if (!active_) return;
-    if (json_) {
-      print_json({{"event", "train"}, {"epoch", epoch}, {"batch", batch}, {"samples", samples}, {"loss", loss}});
-    } else if (tty_) {
-      int width = 30, done = static_cast<int>(width * (batch + 1) / std::max<int64_t>(batches, 1));
-      std::printf("\rEpoch %lld [%s%s] %6lld/%lld  loss %.4f", static_cast<long long>(epoch),
-                  std::string(done, '=').c_str(), std::string(width - done, ' ').c_str(),
-                  static_cast<long long>(samples), static_cast<long long>(total), loss);
-      std::fflush(stdout);
-    } else {
-      std::printf("Train Epoch: %lld [%lld/%lld (%.0f%%)]\tLoss: %.6f\n", static_cast<long long>(epoch),
-                  static_cast<long long>(samples), static_cast<long long>(total), 100.0 * samples / total, loss);
-    }
-  }
 
   void epoch(int64_t epoch, double train_loss, double val_loss, int64_t correct, int64_t val_total, double lr,
              double samples_per_s, double seconds) {
-    if (!active_) return;
+    if (!active()) return;
     double accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(val_total, 1));
-    if (json_) {
+    if (json()) {
       print_json({{"event", "epoch"}, {"epoch", epoch}, {"train_loss", train_loss}, {"val_loss", val_loss},
                   {"val_accuracy", accuracy}, {"lr", lr}, {"samples_per_s", samples_per_s}, {"seconds", seconds}});
       return;
     }
-    if (tty_) std::printf("\n");
+    if (tty()) std::printf("\n");
     std::printf("Epoch %lld: train loss %.4f, validation loss %.4f, accuracy %lld/%lld (%.2f%%)  [lr %g, %.1f images/s, %.1f s]\n",
                 static_cast<long long>(epoch), train_loss, val_loss, static_cast<long long>(correct),
                 static_cast<long long>(val_total), 100.0 * accuracy, lr, samples_per_s, seconds);
     std::fflush(stdout);
   }
 
-  void line(const std::string& text) {
-    if (!active_) return;
-    if (json_) {
-      print_json({{"event", "info"}, {"message", text}});
-    } else {
-      std::printf("%s\n", text.c_str());
-      std::fflush(stdout);
-    }
-  }
 
- private:
-  void print_json(std::initializer_list<std::pair<std::string, ts::io::json::Value>> fields) {
-    ts::io::json::Object object;
-    for (const auto& [key, value] : fields) object.emplace_back(key, value);
-    std::printf("%s\n", ts::io::json::write(ts::io::json::Value(std::move(object))).c_str());
-    std::fflush(stdout);
-  }
-
-  bool json_, active_, tty_;
 };
 
 // Batch norm's running statistics are per-rank buffers (each rank saw its own rows);
