@@ -3,6 +3,8 @@
 // some case, so a new differentiable op cannot skip its gradient check.
 #include <doctest/doctest.h>
 
+#include "support/backward_nodes.h"
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -159,22 +161,6 @@ std::vector<OpCase> op_cases() {
   return cases;
 }
 
-// Names of the backward nodes reachable from `output`.
-void collect_node_names(const Tensor& output, std::set<std::string>& names) {
-  std::vector<std::shared_ptr<ts::autograd::Node>> stack;
-  if (output.grad_fn()) stack.push_back(output.grad_fn());
-  std::set<ts::autograd::Node*> seen;
-  while (!stack.empty()) {
-    auto node = stack.back();
-    stack.pop_back();
-    if (!seen.insert(node.get()).second) continue;
-    names.insert(node->name());
-    for (auto& edge : node->next_edges()) {
-      if (edge.node) stack.push_back(edge.node);
-    }
-  }
-}
-
 }  // namespace
 
 TEST_CASE("every differentiable op passes its f64 gradient check") {
@@ -188,19 +174,10 @@ TEST_CASE("every differentiable op passes its f64 gradient check") {
 }
 
 TEST_CASE("the table reaches every backward node the library records") {
-  const char* source = std::getenv("TESSERA_SOURCE_DIR");
-  REQUIRE_MESSAGE(source != nullptr, "TESSERA_SOURCE_DIR must point at the source tree");
-  std::set<std::string> recorded;
-  std::regex pattern(R"re(record\("(\w+Backward)")re");
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(source) / "src/autograd/functions")) {
-    std::ifstream file(entry.path());
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    for (std::sregex_iterator it(text.begin(), text.end(), pattern), end; it != end; ++it) recorded.insert((*it)[1]);
-  }
-  REQUIRE(recorded.size() > 20);
+  std::set<std::string> recorded = test_support::recorded_backward_nodes();
 
   std::set<std::string> covered;
-  for (const OpCase& c : op_cases()) collect_node_names(c.f(c.inputs()), covered);
+  for (const OpCase& c : op_cases()) test_support::collect_node_names(c.f(c.inputs()), covered);
   // Moving between devices needs a second device: the gpu suite checks that node.
   recorded.erase("ToDeviceBackward");
   for (const std::string& name : recorded) {

@@ -8,6 +8,8 @@
 // the last test checks the nodes, so a new differentiable op cannot skip its row.
 #include <doctest/doctest.h>
 
+#include "support/backward_nodes.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -371,22 +373,6 @@ std::vector<OpCase> op_cases() {
   return cases;
 }
 
-// Names of the backward nodes reachable from `output`.
-void collect_node_names(const Tensor& output, std::set<std::string>& names) {
-  std::vector<std::shared_ptr<ts::autograd::Node>> stack;
-  if (output.grad_fn()) stack.push_back(output.grad_fn());
-  std::set<ts::autograd::Node*> seen;
-  while (!stack.empty()) {
-    auto node = stack.back();
-    stack.pop_back();
-    if (!seen.insert(node.get()).second) continue;
-    names.insert(node->name());
-    for (auto& edge : node->next_edges()) {
-      if (edge.node) stack.push_back(edge.node);
-    }
-  }
-}
-
 // The case's inputs for the CPU reference and for the device. bfloat16 inputs are
 // rounded once; the reference gets them back as float32.
 struct CaseInputs {
@@ -494,23 +480,14 @@ TEST_CASE("every op on the device matches the CPU, outputs and gradients") {
 }
 
 TEST_CASE("the table reaches every backward node the library records") {
-  const char* source = std::getenv("TESSERA_SOURCE_DIR");
-  REQUIRE_MESSAGE(source != nullptr, "TESSERA_SOURCE_DIR must point at the source tree");
-  std::set<std::string> recorded;
-  std::regex pattern(R"re(record\("(\w+Backward)")re");
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(source) / "src/autograd/functions")) {
-    std::ifstream file(entry.path());
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    for (std::sregex_iterator it(text.begin(), text.end(), pattern), end; it != end; ++it) recorded.insert((*it)[1]);
-  }
-  REQUIRE(recorded.size() > 20);
+  std::set<std::string> recorded = test_support::recorded_backward_nodes();
 
   std::set<std::string> covered;
   for (const OpCase& c : op_cases()) {
     if (c.dtypes.front() == bf16) continue;
     CaseInputs in = prepare(c, c.dtypes.front());
     TensorList outputs = c.f(in.device);
-    collect_node_names(outputs.front(), covered);
+    test_support::collect_node_names(outputs.front(), covered);
   }
   // Moving between devices records a node only when there are two devices.
   if (!gpu_test::cuda_target()) recorded.erase("ToDeviceBackward");
