@@ -23,12 +23,12 @@ import os
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "tools"))
 import safetensors_torch  # noqa: E402
+from torch_mnist_net import Net  # noqa: E402
 
 SEED = 1
 BATCH = 16
@@ -44,30 +44,6 @@ OPTIMIZERS = {
     "adam": lambda params: torch.optim.Adam(params, lr=1e-3, foreach=False),
 }
 DTYPES = {"f32": torch.float32, "f64": torch.float64}
-
-
-class Net(nn.Module):
-    """PyTorch's examples/mnist/main.py network."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        x = F.max_pool2d(x, 2)
-        x = self.dropout1(x)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = self.dropout2(x)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
 
 
 def synthetic_batches():
