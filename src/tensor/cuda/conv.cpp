@@ -167,15 +167,6 @@ AlgorithmChoice<Algo> choose_algorithm(ConvPlan& plan, bool fma_only, int max_ca
                                  ", ", g.kernel_h, ", ", g.kernel_w, "] (", returned, " candidates)"));
 }
 
-// Runs a cuDNN call with alpha = 1 and beta = 0 of the type the data type asks for.
-struct Scalars {
-  float alpha_f = 1.0f, beta_f = 0.0f;
-  double alpha_d = 1.0, beta_d = 0.0;
-  bool use_double;
-  const void* alpha() const { return use_double ? static_cast<const void*>(&alpha_d) : &alpha_f; }
-  const void* beta() const { return use_double ? static_cast<const void*>(&beta_d) : &beta_f; }
-};
-
 Tensor workspace(size_t bytes, Device device) {
   return bytes == 0 ? Tensor() : empty({static_cast<int64_t>(bytes)}, DType::u8, device);
 }
@@ -228,7 +219,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
     }
     TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.forward->math));
     Tensor scratch = workspace(plan.forward->workspace_bytes, device);
-    const Scalars scalars{.use_double = types.double_scalars};
+    const CudnnScalars scalars{.use_double = types.double_scalars};
     TS_CUDNN_CHECK(cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
                                            weight.data_ptr(), plan.convolution, plan.forward->algorithm,
                                            data_or_null(scratch), plan.forward->workspace_bytes, scalars.beta(),
@@ -277,7 +268,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
   }
   TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_data->math));
   Tensor scratch = workspace(plan.backward_data->workspace_bytes, device);
-  const Scalars scalars{.use_double = types.double_scalars};
+  const CudnnScalars scalars{.use_double = types.double_scalars};
   TS_CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn.handle, scalars.alpha(), plan.weight, weight.data_ptr(),
                                               plan.output, grad_output.data_ptr(), plan.convolution,
                                               plan.backward_data->algorithm, data_or_null(scratch),
@@ -325,7 +316,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   }
   TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_filter->math));
   Tensor scratch = workspace(plan.backward_filter->workspace_bytes, device);
-  const Scalars scalars{.use_double = types.double_scalars};
+  const CudnnScalars scalars{.use_double = types.double_scalars};
   TS_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(),
                                                 plan.output, grad_output.data_ptr(), plan.convolution,
                                                 plan.backward_filter->algorithm, data_or_null(scratch),

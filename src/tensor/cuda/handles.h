@@ -25,6 +25,16 @@ struct CudnnLease {
   std::unique_lock<std::mutex> lock;
 };
 CudnnLease cudnn_handle(int device);
+
+// cuDNN's alpha = 1 and beta = 0 (overwrite the output), in the type the call expects:
+// double for float64 data, float otherwise.
+struct CudnnScalars {
+  float alpha_f = 1.0f, beta_f = 0.0f;
+  double alpha_d = 1.0, beta_d = 0.0;
+  bool use_double;
+  const void* alpha() const { return use_double ? static_cast<const void*>(&alpha_d) : &alpha_f; }
+  const void* beta() const { return use_double ? static_cast<const void*>(&beta_d) : &beta_f; }
+};
 #endif
 
 }  // namespace tessera::cuda

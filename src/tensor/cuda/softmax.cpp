@@ -60,14 +60,6 @@ cudnnTensorDescriptor_t softmax_descriptor(DType dtype, const SoftmaxLayout& lay
   return descriptor;
 }
 
-struct Scalars {
-  float alpha_f = 1.0f, beta_f = 0.0f;
-  double alpha_d = 1.0, beta_d = 0.0;
-  bool use_double;
-  const void* alpha() const { return use_double ? static_cast<const void*>(&alpha_d) : &alpha_f; }
-  const void* beta() const { return use_double ? static_cast<const void*>(&beta_d) : &beta_f; }
-};
-
 cudnnSoftmaxAlgorithm_t algorithm(bool log) { return log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE; }
 
 Tensor run_softmax_forward(const Tensor& self_in, int64_t dim, bool log, const char* op) {
@@ -80,7 +72,7 @@ Tensor run_softmax_forward(const Tensor& self_in, int64_t dim, bool log, const c
   Tensor out = empty(self.sizes(), self.dtype(), self.device());
   if (out.numel() == 0) return out;
   cudnnTensorDescriptor_t descriptor = softmax_descriptor(self.dtype(), layout, op);
-  const Scalars scalars{.use_double = self.dtype() == DType::f64};
+  const CudnnScalars scalars{.use_double = self.dtype() == DType::f64};
   CudnnLease cudnn = cudnn_handle(self.device().index);
   TS_CUDNN_CHECK(cudnnSoftmaxForward(cudnn.handle, algorithm(log), CUDNN_SOFTMAX_MODE_CHANNEL, scalars.alpha(),
                                      descriptor, self.data_ptr(), scalars.beta(), descriptor, out.data_ptr()));
@@ -97,7 +89,7 @@ Tensor run_softmax_backward(const Tensor& grad_in, const Tensor& output_in, int6
   Tensor grad_input = empty(output.sizes(), output.dtype(), output.device());
   if (grad_input.numel() == 0) return grad_input;
   cudnnTensorDescriptor_t descriptor = softmax_descriptor(output.dtype(), layout, op);
-  const Scalars scalars{.use_double = output.dtype() == DType::f64};
+  const CudnnScalars scalars{.use_double = output.dtype() == DType::f64};
   CudnnLease cudnn = cudnn_handle(output.device().index);
   TS_CUDNN_CHECK(cudnnSoftmaxBackward(cudnn.handle, algorithm(log), CUDNN_SOFTMAX_MODE_CHANNEL, scalars.alpha(),
                                       descriptor, output.data_ptr(), descriptor, grad.data_ptr(), scalars.beta(),
