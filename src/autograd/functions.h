@@ -78,7 +78,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 struct NllLossOptions {
-  Tensor weight;  // per-class weights, optional
+  Tensor weight{};  // per-class weights, optional
   Reduction reduction = Reduction::mean;
   int64_t ignore_index = -100;
 };

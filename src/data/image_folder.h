@@ -33,7 +33,7 @@ namespace tessera::data {
 struct ImageFolderOptions {
   // On each decoded RGB image, in order. They run on the decoding threads, several at once:
   // a transform must be safe to call concurrently (the ones in image_transforms.h are).
-  std::vector<ImageTransform> transforms;
+  std::vector<ImageTransform> transforms{};
   std::optional<Normalize> normalize;      // after ToTensor
   uint64_t seed = 0;                       // keys the random transforms
   int decode_threads = 2;                  // threads decoding one batch (1: the calling thread only)

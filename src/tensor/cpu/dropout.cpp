@@ -28,6 +28,10 @@ using namespace native;
 namespace {
 
 #if TESSERA_DROPOUT_AVX512
+// GCC 12's own intrinsics start from `__m512i __Y = __Y;` (an undefined vector on purpose),
+// which -Wmaybe-uninitialized reports wherever they inline (a GCC 12 false positive): silenced here only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // High 32 bits of a * multiplier in every 32-bit lane.
 inline __m512i mul_high(__m512i a, __m512i multiplier, __m512i& low) {
   const __m512i even = _mm512_mul_epu32(a, multiplier);
@@ -76,6 +80,7 @@ void keep_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, ui
     _mm512_mask_storeu_epi8(mask + first, store, _mm512_maskz_mov_epi8(keep, ones));
   }
 }
+#pragma GCC diagnostic pop
 #else
 void keep_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, uint8_t* mask) {
   dropout_mask_row(key, row, cols, p, mask);
