@@ -1,25 +1,26 @@
-// A fresh directory for one test, removed with everything in it when the test ends.
+// A fresh directory for one test, removed with everything in it when the test ends, and
+// whole-file reads and writes. Every suite's scratch files go through this one class.
 #pragma once
 
+#include <stdlib.h>
+
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace tessera::testing {
 
 class TempDir {
  public:
+  // mkdtemp: a name no other test process (meson runs several at once) can be using.
   TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("tessera-io-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
+    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("TempDir: mkdtemp failed in " + pattern);
+    path_ = pattern;
   }
   ~TempDir() {
     std::error_code ignored;
@@ -30,6 +31,7 @@ class TempDir {
 
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
   // Names of the entries in the directory, sorted.
   std::vector<std::string> entries() const {
     std::vector<std::string> names;

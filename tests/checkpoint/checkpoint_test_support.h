@@ -16,7 +16,8 @@
 
 #include <tessera/tessera.h>
 
-#include "../io/temp_dir.h"
+#include "temp_dir.h"
+#include "test_support.h"
 
 namespace checkpoint_test {
 
@@ -101,7 +102,7 @@ inline std::vector<std::string> entries_of(const std::string& directory) {
   return names;
 }
 
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test_support::contains;
 
 // The message of the tessera::Error `action` throws, or "" when it throws none.
 template <class F>

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "../io/temp_dir.h"
+#include "temp_dir.h"
 
 namespace {
 

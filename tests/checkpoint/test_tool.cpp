@@ -3,9 +3,7 @@
 // usage errors.
 #include "checkpoint_test_support.h"
 
-#include <sys/wait.h>
-
-#include <cstdlib>
+#include "run_program.h"
 
 using namespace checkpoint_test;
 using ts::testing::read_file_bytes;
@@ -13,21 +11,10 @@ using ts::testing::TempDir;
 
 namespace {
 
-struct ToolRun {
-  int status = -1;
-  std::string out, err;
-};
+using ToolRun = test_support::ProgramRun;
 
-ToolRun run_tool(const TempDir& dir, const std::string& arguments) {
-  const char* tool = std::getenv("TESSERA_CHECKPOINT_TOOL");
-  REQUIRE_MESSAGE(tool != nullptr, "TESSERA_CHECKPOINT_TOOL is not set (meson test sets it)");
-  const std::string command = std::string(tool) + " " + arguments + " > " + dir.file("out") + " 2> " + dir.file("err");
-  int raw = std::system(command.c_str());
-  ToolRun run;
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  run.out = read_file_bytes(dir.file("out"));
-  run.err = read_file_bytes(dir.file("err"));
-  return run;
+ToolRun run_tool(const std::string& arguments) {
+  return test_support::run_program(test_support::program_from_env("TESSERA_CHECKPOINT_TOOL") + " " + arguments);
 }
 
 }  // namespace
@@ -38,13 +25,13 @@ TEST_CASE("tessera-checkpoint: help, info, verify, conversions, corrupt input an
   ckpt::CheckpointManager manager(dir.file("ckpt"));
   manager.save(trained.model, trained.with(), {.step = 3, .epoch = 1, .batch = 2, .seed = 7});
 
-  ToolRun help = run_tool(dir, "--help");
+  ToolRun help = run_tool("--help");
   CHECK(help.status == 0);
   for (const char* word : {"info PATH", "verify PATH", "to-full PATH OUT.safetensors", "to-sharded PATH OUT_DIR --world-size N"}) {
     CHECK_MESSAGE(contains(help.out, word), word);
   }
 
-  ToolRun info = run_tool(dir, "info " + dir.file("ckpt"));  // a root: its latest
+  ToolRun info = run_tool("info " + dir.file("ckpt"));  // a root: its latest
   INFO(info.out, info.err);
   CHECK(info.status == 0);
   for (const char* word : {"sharded checkpoint", "step-00000003", "world size: 1", "training: step 3, epoch 1, batch 2, seed 7",
@@ -54,17 +41,17 @@ TEST_CASE("tessera-checkpoint: help, info, verify, conversions, corrupt input an
     CHECK_MESSAGE(contains(info.out, word), word);
   }
 
-  ToolRun full = run_tool(dir, "to-full " + dir.file("ckpt") + " " + dir.file("full.safetensors"));
+  ToolRun full = run_tool("to-full " + dir.file("ckpt") + " " + dir.file("full.safetensors"));
   CHECK(full.status == 0);
   CHECK(ts::io::load(dir.file("full.safetensors")).contains("optimizer.state.fc2.bias.exp_avg_sq"));
-  ToolRun sharded = run_tool(dir, "to-sharded " + dir.file("full.safetensors") + " " + dir.file("three") + " --world-size 3");
+  ToolRun sharded = run_tool("to-sharded " + dir.file("full.safetensors") + " " + dir.file("three") + " --world-size 3");
   CHECK(sharded.status == 0);
   CHECK(ckpt::ShardedCheckpoint(dir.file("three")).metadata().world_size == 3);
-  ToolRun full_info = run_tool(dir, "info " + dir.file("full.safetensors"));
+  ToolRun full_info = run_tool("info " + dir.file("full.safetensors"));
   CHECK(full_info.status == 0);
   CHECK(contains(full_info.out, "full checkpoint"));
   CHECK(contains(full_info.out, "optimizer.state.fc1.weight.exp_avg"));
-  ToolRun verified = run_tool(dir, "verify " + dir.file("three"));
+  ToolRun verified = run_tool("verify " + dir.file("three"));
   CHECK(verified.status == 0);
   CHECK(contains(verified.out, "OK (3 files"));
 
@@ -73,15 +60,15 @@ TEST_CASE("tessera-checkpoint: help, info, verify, conversions, corrupt input an
   std::string bytes = read_file_bytes(file);
   bytes[bytes.size() - 1] = static_cast<char>(bytes.back() ^ 1);
   ts::testing::write_file_bytes(file, bytes);
-  ToolRun corrupt = run_tool(dir, "verify " + dir.file("three"));
+  ToolRun corrupt = run_tool("verify " + dir.file("three"));
   CHECK(corrupt.status == 1);
   CHECK(contains(corrupt.err, "rank-00001-of-00003.safetensors: byte "));
   CHECK(contains(corrupt.err, "CRC32C mismatch"));
 
-  CHECK(run_tool(dir, "").status == 2);
-  CHECK(run_tool(dir, "frobnicate x").status == 2);
-  CHECK(run_tool(dir, "to-sharded a b").status == 2);  // no --world-size
-  ToolRun missing = run_tool(dir, "info " + dir.file("nowhere"));
+  CHECK(run_tool("").status == 2);
+  CHECK(run_tool("frobnicate x").status == 2);
+  CHECK(run_tool("to-sharded a b").status == 2);  // no --world-size
+  ToolRun missing = run_tool("info " + dir.file("nowhere"));
   CHECK(missing.status == 1);
   CHECK(contains(missing.err, "nowhere"));
 }

@@ -1,4 +1,4 @@
-// Helpers for the data tests: a temporary folder, IDX files built byte by byte (written
+// Helpers for the data tests: the shared temporary folder, IDX files built byte by byte (written
 // here independently of the reader under test), gzip writing, and the torchvision
 // reference table.
 #pragma once
@@ -16,28 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace data_test {
 
-// A fresh folder under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-data-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = tessera::testing::TempDir;
 
 using Bytes = std::vector<uint8_t>;
 

@@ -10,6 +10,7 @@
 #include <tessera/tessera.h>
 
 #include "data_test_support.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 using data_test::Bytes;
@@ -17,20 +18,12 @@ using data_test::TempDir;
 using ts::DType;
 using ts::Shape;
 
+using test_support::contains;
+using test_support::error_of;
+
 namespace {
 
 // The message of the DataError `read` throws ("" when it throws none).
-std::string data_error_of(const std::function<void()>& read) {
-  try {
-    read();
-  } catch (const ts::data::DataError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // Writes `bytes` raw and gzip-compressed and runs `check(file, gzip)` on each.
 void for_raw_and_gzip(const TempDir& dir, const std::string& name, const Bytes& bytes,
                       const std::function<void(const std::filesystem::path&, bool)>& check) {
@@ -179,7 +172,7 @@ TEST_CASE("IDX truncated at every header offset and at data offsets") {
       CAPTURE(gzip);
       const std::filesystem::path file = dir / ts::detail::concat("cut", length, gzip ? ".idx.gz" : ".idx");
       gzip ? data_test::write_gzip(file, cut) : data_test::write_raw(file, cut);
-      const std::string message = data_error_of([&] { ts::data::read_idx(file); });
+      const std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(file); });
       REQUIRE(!message.empty());
       CHECK(contains(message, file.string()));
       // The error is at the end of what is there: the first byte that is missing.
@@ -193,12 +186,12 @@ TEST_CASE("IDX truncated at every header offset and at data offsets") {
 TEST_CASE("IDX truncation messages say which field and how much was found") {
   TempDir dir;
   data_test::write_raw(dir / "cut.idx", Bytes{0, 0, 0x08, 2, 0, 0, 0});
-  CHECK(data_error_of([&] { ts::data::read_idx(dir / "cut.idx"); }) ==
+  CHECK(error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "cut.idx"); }) ==
         "IDX file '" + (dir / "cut.idx").string() +
             "': at byte offset 7: the file ends inside the header: expected the big-endian u32 size of dimension 0 "
             "at bytes 4..7, found 3 of its 4 bytes");
   data_test::write_raw(dir / "short.idx", data_test::concat(data_test::idx_header(0x0C, {3}), Bytes(10, 0)));
-  CHECK(data_error_of([&] { ts::data::read_idx(dir / "short.idx"); }) ==
+  CHECK(error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "short.idx"); }) ==
         "IDX file '" + (dir / "short.idx").string() +
             "': at byte offset 18: the file ends inside the data: the header (type 0x0C (int32), shape [3]) "
             "promises 12 data bytes at offsets [8, 20), found 10");
@@ -210,7 +203,7 @@ TEST_CASE("IDX header fields that are wrong") {
   SUBCASE("first two bytes not zero") {
     for_raw_and_gzip(dir, "magic.idx", data_test::concat(Bytes{0, 1, 0x08, 1, 0, 0, 0, 6}, data),
                      [&](const std::filesystem::path& file, bool gzip) {
-                       std::string message = data_error_of([&] { ts::data::read_idx(file); });
+                       std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(file); });
                        CHECK(contains(message, file.string()));
                        CHECK(contains(message, offset_text(1, gzip)));
                        CHECK(contains(message, "expected the two zero bytes that open an IDX file, found 0x00 0x01"));
@@ -218,7 +211,7 @@ TEST_CASE("IDX header fields that are wrong") {
   }
   SUBCASE("a foreign file") {
     data_test::write_raw(dir / "image.png", Bytes{0x89, 'P', 'N', 'G', 13, 10, 26, 10});
-    std::string message = data_error_of([&] { ts::data::read_idx(dir / "image.png"); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "image.png"); });
     CHECK(contains(message, "byte offset 0: expected the two zero bytes that open an IDX file, found 0x89 0x50"));
   }
   SUBCASE("unknown type code") {
@@ -226,7 +219,7 @@ TEST_CASE("IDX header fields that are wrong") {
       CAPTURE(int{code});
       const std::filesystem::path file = dir / "type.idx";
       data_test::write_raw(file, data_test::concat(Bytes{0, 0, code, 1, 0, 0, 0, 6}, data));
-      std::string message = data_error_of([&] { ts::data::read_idx(file); });
+      std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(file); });
       CHECK(contains(message, "byte offset 2: expected a type code"));
       CHECK(contains(message, ts::detail::concat("found 0x", code < 16 ? "0" : "")));
     }
@@ -238,7 +231,7 @@ TEST_CASE("IDX header fields that are wrong") {
       for (int d = 0; d < ndim && d < 9; ++d) data_test::append_big_endian(bytes, 1, 4);
       for_raw_and_gzip(dir, "ndim.idx", data_test::concat(bytes, Bytes{1}),
                        [&](const std::filesystem::path& file, bool gzip) {
-                         std::string message = data_error_of([&] { ts::data::read_idx(file); });
+                         std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(file); });
                          CHECK(contains(message, offset_text(3, gzip)));
                          CHECK(contains(message, ts::detail::concat("expected the number of dimensions, 1 to 8, found ",
                                                                     int{ndim})));
@@ -251,7 +244,7 @@ TEST_CASE("IDX file longer than its header says") {
   TempDir dir;
   Bytes bytes = data_test::concat(data_test::idx_header(0x0B, {2, 3}), Bytes(12 + 3, 0));
   for_raw_and_gzip(dir, "long.idx", bytes, [&](const std::filesystem::path& file, bool gzip) {
-    std::string message = data_error_of([&] { ts::data::read_idx(file); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(file); });
     CHECK(contains(message, file.string()));
     CHECK(contains(message, offset_text(12 + 12, gzip)));
     CHECK(contains(message, "expected the end of the file after the data"));
@@ -263,25 +256,25 @@ TEST_CASE("IDX sizes that overflow or promise more than the file holds") {
   TempDir dir;
   SUBCASE("element count overflows") {
     data_test::write_raw(dir / "huge.idx", data_test::idx_header(0x08, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}));
-    std::string message = data_error_of([&] { ts::data::read_idx(dir / "huge.idx"); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "huge.idx"); });
     // (2^32-1)^2 already exceeds 2^63: the second size is where it goes wrong.
     CHECK(contains(message, "byte offset 8: the sizes so far, [4294967295, 4294967295], have more elements"));
   }
   SUBCASE("a zero size does not excuse the others from fitting 63 bits (found by fuzz_idx)") {
     // No elements, so no data: but strides multiply the non-zero sizes and would overflow.
     data_test::write_raw(dir / "zero.idx", data_test::idx_header(0x0B, {0, 0xFF0D01, 0x16000003, 0x3FFFC02C}));
-    std::string message = data_error_of([&] { ts::data::read_idx(dir / "zero.idx"); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "zero.idx"); });
     CHECK(contains(message, "byte offset 16: the sizes so far, [0, 16715009, 369098755, 1073725484], have more elements"));
   }
   SUBCASE("bytes overflow") {
     data_test::write_raw(dir / "wide.idx", data_test::idx_header(0x0E, {0x7FFFFFFF, 0x7FFFFFFF}));
-    std::string message = data_error_of([&] { ts::data::read_idx(dir / "wide.idx"); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "wide.idx"); });
     CHECK(contains(message, "byte offset 12: shape [2147483647, 2147483647] of 0x0E (float64) elements is more bytes"));
   }
   SUBCASE("a 68 GB promise in a small file fails without allocating it") {
     Bytes bytes = data_test::concat(data_test::idx_header(0x08, {0xFFFFFFFF, 16}), Bytes(100, 7));
     for_raw_and_gzip(dir, "liar.idx", bytes, [&](const std::filesystem::path& file, bool gzip) {
-      std::string message = data_error_of([&] { ts::data::read_idx(file); });
+      std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(file); });
       CHECK(contains(message, offset_text(12 + 100, gzip)));
       CHECK(contains(message, "promises 68719476720 data bytes"));
       CHECK(contains(message, "found 100"));
@@ -299,7 +292,7 @@ TEST_CASE("IDX gzip streams that are cut or corrupt") {
     for (size_t keep : {size_t{12}, compressed.size() / 2, compressed.size() - 6, compressed.size() - 1}) {
       CAPTURE(keep);
       data_test::write_raw(dir / "cut.idx.gz", Bytes(compressed.begin(), compressed.begin() + static_cast<std::ptrdiff_t>(keep)));
-      std::string message = data_error_of([&] { ts::data::read_idx(dir / "cut.idx.gz"); });
+      std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "cut.idx.gz"); });
       CHECK(contains(message, (dir / "cut.idx.gz").string()));
       CHECK(contains(message, "decompressed byte offset"));
     }
@@ -308,7 +301,7 @@ TEST_CASE("IDX gzip streams that are cut or corrupt") {
     Bytes damaged = compressed;
     damaged[damaged.size() - 8] ^= 0x55;  // the CRC-32 in the trailer
     data_test::write_raw(dir / "bad.idx.gz", damaged);
-    std::string message = data_error_of([&] { ts::data::read_idx(dir / "bad.idx.gz"); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "bad.idx.gz"); });
     CHECK(contains(message, (dir / "bad.idx.gz").string()));
     CHECK(contains(message, "the gzip stream is corrupt"));
   }
@@ -316,9 +309,9 @@ TEST_CASE("IDX gzip streams that are cut or corrupt") {
 
 TEST_CASE("IDX files that are missing or not files") {
   TempDir dir;
-  std::string message = data_error_of([&] { ts::data::read_idx(dir / "nowhere.idx"); });
+  std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir / "nowhere.idx"); });
   CHECK(message == "IDX file '" + (dir / "nowhere.idx").string() + "': cannot open it: No such file or directory");
-  message = data_error_of([&] { ts::data::read_idx(dir.path()); });
+  message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir.path()); });
   CHECK(contains(message, "is a directory"));
   // DataError is a tessera::Error, so one catch handles every library failure.
   CHECK_THROWS_AS(ts::data::read_idx(dir / "nowhere.idx"), ts::Error);

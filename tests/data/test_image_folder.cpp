@@ -7,11 +7,14 @@
 #include <tessera/tessera.h>
 
 #include "data_test_support.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace data = tessera::data;
 using data::Image;
 using ts::Tensor;
+
+using test_support::error_of;
 
 namespace {
 
@@ -61,15 +64,6 @@ void write_png_tree(const std::filesystem::path& root, int classes, int count) {
 
 std::string relative(const data::ImageFolder& folder, int64_t index) {
   return std::filesystem::relative(folder.samples()[static_cast<size_t>(index)].path, folder.root()).string();
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const ts::Error& error) {
-    return error.what();
-  }
-  return "";
 }
 
 }  // namespace

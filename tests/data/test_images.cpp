@@ -10,11 +10,14 @@
 #include <tessera/tessera.h>
 
 #include "data_test_support.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace data = tessera::data;
 using data::Image;
 using ts::Tensor;
+
+using test_support::error_of;
 
 namespace {
 
@@ -79,15 +82,6 @@ data::ImageTransform transform_for(const std::string& name) {
 std::vector<uint8_t> file_bytes(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const ts::Error& error) {
-    return error.what();
-  }
-  return "";
 }
 
 }  // namespace

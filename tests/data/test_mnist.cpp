@@ -15,6 +15,7 @@
 #include <tessera/tessera.h>
 
 #include "data_test_support.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 using data_test::Bytes;
@@ -22,6 +23,9 @@ using data_test::TempDir;
 using ts::DType;
 using ts::Shape;
 using ts::data::Split;
+
+using test_support::contains;
+using test_support::error_of;
 
 namespace {
 
@@ -50,17 +54,6 @@ void write_fake(const std::filesystem::path& root, const FakeSplit& split) {
   split.gzip_images ? data_test::write_gzip(root / (images_name + ".gz"), images) : data_test::write_raw(root / images_name, images);
   split.gzip_labels ? data_test::write_gzip(root / (labels_name + ".gz"), labels) : data_test::write_raw(root / labels_name, labels);
 }
-
-std::string data_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::data::DataError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -125,48 +118,48 @@ TEST_CASE("MNIST batches with Normalize are bit-identical to torchvision's") {
 TEST_CASE("MNIST errors name the files") {
   TempDir dir;
   SUBCASE("missing files list what was looked for") {
-    std::string message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::train); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
     CHECK(contains(message, "MNIST train: no images file in '" + dir.path().string() + "'"));
     CHECK(contains(message, "looked for '" + (dir / "train-images-idx3-ubyte").string() + "' and '" +
                                 (dir / "train-images-idx3-ubyte.gz").string() + "'"));
     CHECK(contains(message, "scripts/get-mnist"));
     write_fake(dir.path(), {.prefix = "train"});
-    message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::test); });
+    message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::test); });
     CHECK(contains(message, "MNIST test: no images file"));
     CHECK(contains(message, "t10k-images-idx3-ubyte.gz"));
-    message = data_error_of([&] { ts::data::FashionMNIST(dir.path(), Split::test); });
+    message = error_of<ts::data::DataError>([&] { ts::data::FashionMNIST(dir.path(), Split::test); });
     CHECK(contains(message, "Fashion-MNIST test: no images file"));
     CHECK(contains(message, "scripts/get-fashion-mnist"));
   }
   SUBCASE("label out of range") {
     write_fake(dir.path(), {.label = [](int64_t i) { return static_cast<uint8_t>(i == 4 ? 10 : 1); }});
-    std::string message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::train); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
     CHECK(message == "MNIST train labels file '" + (dir / "train-labels-idx1-ubyte.gz").string() +
                          "': label 4 (byte offset 12 of the uncompressed IDX content) is 10, expected 0..9");
   }
   SUBCASE("counts differ") {
     write_fake(dir.path(), {.samples = 5, .image_sizes = {6, 28, 28}});
-    std::string message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::train); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
     CHECK(contains(message, "train-labels-idx1-ubyte.gz' has 5 labels but MNIST train images file '"));
     CHECK(contains(message, "train-images-idx3-ubyte' has 6 images"));
   }
   SUBCASE("images of the wrong shape") {
     write_fake(dir.path(), {.samples = 2, .image_sizes = {2, 28, 27}});
-    std::string message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::train); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
     CHECK(contains(message, "train-images-idx3-ubyte': expected uint8 images [N, 28, 28], found Tensor[2, 28, 27]"));
   }
   SUBCASE("images of the wrong type") {
     write_fake(dir.path(), {.samples = 1});
     data_test::write_raw(dir / "train-images-idx3-ubyte",
                          data_test::concat(data_test::idx_header(0x0D, {1, 28, 28}), Bytes(784 * 4, 0)));
-    std::string message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::train); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
     CHECK(contains(message, "expected uint8 images [N, 28, 28], found Tensor[1, 28, 28] float32"));
   }
   SUBCASE("labels of two dimensions") {
     write_fake(dir.path(), {.samples = 2});
     data_test::write_gzip(dir / "train-labels-idx1-ubyte.gz",
                           data_test::concat(data_test::idx_header(0x08, {2, 1}), Bytes{1, 2}));
-    std::string message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::train); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
     CHECK(contains(message, "train-labels-idx1-ubyte.gz': expected uint8 labels [N], found Tensor[2, 1]"));
   }
   SUBCASE("a damaged file is the IDX reader's error") {
@@ -174,7 +167,7 @@ TEST_CASE("MNIST errors name the files") {
     Bytes images = data_test::read_bytes(dir / "train-images-idx3-ubyte");
     images.resize(images.size() - 1);
     data_test::write_raw(dir / "train-images-idx3-ubyte", images);
-    std::string message = data_error_of([&] { ts::data::MNIST(dir.path(), Split::train); });
+    std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
     CHECK(contains(message, "IDX file '" + (dir / "train-images-idx3-ubyte").string() + "': at byte offset 1583"));
   }
 }

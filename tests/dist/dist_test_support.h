@@ -9,6 +9,7 @@
 #include <string>
 
 #include <tessera/tessera.h>
+#include "test_support.h"
 
 namespace dist_test {
 
@@ -16,13 +17,6 @@ namespace dist_test {
 const std::shared_ptr<tessera::dist::ProcessGroup>& world();
 
 // The message of the tessera::Error `action` throws, or "" when it throws none.
-inline std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const tessera::Error& error) {
-    return error.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 }  // namespace dist_test

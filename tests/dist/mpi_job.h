@@ -20,8 +20,9 @@
 #include <thread>
 #include <vector>
 
-namespace mpi_job {
+#include "test_support.h"
 
+namespace mpi_job {
 
 struct JobResult {
   bool hung = false;
@@ -105,7 +106,7 @@ inline JobResult run_job(const char* worker_variable, const std::string& scenari
   return result;
 }
 
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test_support::contains;
 
 inline void check_failed_job(const JobResult& job, double bound_seconds) {
   INFO("mpirun output:\n", job.output);

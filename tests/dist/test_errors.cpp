@@ -4,14 +4,15 @@
 #include <doctest/doctest.h>
 
 #include "dist_test_support.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 using dist_test::error_of;
 using ts::dist::ReduceOp;
 
-namespace {
+using test_support::contains;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+namespace {
 
 }  // namespace
 

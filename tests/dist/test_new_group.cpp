@@ -6,14 +6,15 @@
 #include "dist_test_support.h"
 #include "tessera/config.h"
 #include "tessera/dist/nccl_check.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 using dist_test::error_of;
 using ts::dist::Backend;
 
-namespace {
+using test_support::contains;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+namespace {
 
 }  // namespace
 

@@ -3,37 +3,23 @@
 // it gives for missing, truncated and corrupt files.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <tessera/tessera.h>
 
 #include "../data/data_test_support.h"
+#include "run_program.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 using data_test::Bytes;
 using data_test::TempDir;
 
+using test_support::contains;
+using Run = test_support::ProgramRun;
+
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
 Run run_example(const std::string& arguments) {
-  const char* program = std::getenv("MNIST_EXAMPLE");
-  REQUIRE_MESSAGE(program != nullptr, "MNIST_EXAMPLE is not set (meson test sets it)");
-  TempDir logs;
-  std::string command = std::string(program) + " " + arguments + " > " + (logs / "out").string() + " 2> " +
-                        (logs / "err").string();
-  int raw = std::system(command.c_str());
-  Run run;
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  Bytes out = data_test::read_bytes(logs / "out"), err = data_test::read_bytes(logs / "err");
-  run.out.assign(out.begin(), out.end());
-  run.err.assign(err.begin(), err.end());
-  return run;
+  return test_support::run_program(test_support::program_from_env("MNIST_EXAMPLE") + " " + arguments);
 }
 
 // A fake MNIST: `samples` images whose pixels encode their label, so the network can learn.
@@ -53,8 +39,6 @@ void write_fake_mnist(const std::filesystem::path& root) {
   write_split(root, "train", 96);
   write_split(root, "t10k", 40);
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::string read_text(const std::string& path) {
   Bytes bytes = data_test::read_bytes(path);

@@ -6,53 +6,32 @@
 // chance behind.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <sstream>
 #include <tessera/tessera.h>
 
 #include "../data/data_test_support.h"
+#include "run_program.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace json = tessera::io::json;
 using data_test::Bytes;
 using data_test::TempDir;
 
+using test_support::contains;
+using test_support::program_from_env;
+using test_support::run_program;
+using Run = test_support::ProgramRun;
+
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string program(const char* variable) {
-  const char* path = std::getenv(variable);
-  REQUIRE_MESSAGE(path != nullptr, variable, " is not set (meson test sets it)");
-  return path;
-}
-
-Run run_command(const std::string& command_line) {
-  TempDir logs;
-  std::string command = command_line + " > " + (logs / "out").string() + " 2> " + (logs / "err").string();
-  int raw = std::system(command.c_str());
-  Run run;
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  Bytes out = data_test::read_bytes(logs / "out"), err = data_test::read_bytes(logs / "err");
-  run.out.assign(out.begin(), out.end());
-  run.err.assign(err.begin(), err.end());
-  return run;
-}
-
-Run run_example(const std::string& arguments) { return run_command(program("RESNET18_EXAMPLE") + " " + arguments); }
+Run run_example(const std::string& arguments) { return run_program(program_from_env("RESNET18_EXAMPLE") + " " + arguments); }
 
 void make_folder(const std::filesystem::path& root, const std::string& arguments) {
-  Run made = run_command(program("MAKE_IMAGE_FOLDER") + " " + root.string() + " " + arguments);
+  Run made = run_program(program_from_env("MAKE_IMAGE_FOLDER") + " " + root.string() + " " + arguments);
   INFO(made.err);
   REQUIRE(made.status == 0);
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::vector<json::Value> events(const std::string& out, const std::string& kind) {
   std::vector<json::Value> found;
@@ -79,7 +58,7 @@ TEST_CASE("--help lists the flags; bad flags are usage errors") {
   CHECK(contains(bad.err, "--image-size must be at least 32"));
   CHECK(run_example("--epochs x").status == 2);
   CHECK(run_example("--frobnicate").status == 2);
-  CHECK(run_command(program("MAKE_IMAGE_FOLDER") + " --classes 9 x").status == 2);
+  CHECK(run_program(program_from_env("MAKE_IMAGE_FOLDER") + " --classes 9 x").status == 2);
 }
 
 TEST_CASE("a missing folder or a corrupt image ends the run with a message naming it") {
@@ -133,11 +112,11 @@ TEST_CASE("a dry run saves torchvision's names; --init takes a 1000-class checkp
 TEST_CASE("under mpirun -np 2, ResNet-18 trains on a generated image folder and its loss falls") {
   TempDir dir;
   make_folder(dir / "images", "--classes 4 --train 24 --val 8 --min-size 32 --max-size 40");
-  const std::string command = program("MPIRUN") + " -np 2 --oversubscribe " + program("RESNET18_EXAMPLE") +
+  const std::string command = program_from_env("MPIRUN") + " -np 2 --oversubscribe " + program_from_env("RESNET18_EXAMPLE") +
                               " --data " + (dir / "images").string() +
                               " --epochs 4 --batch-size 16 --image-size 32 --lr 0.01 --momentum 0.5 --threads 1" +
                               " --decode-threads 1 --json --save " + (dir / "resnet18.safetensors").string();
-  Run run = run_command(command);
+  Run run = run_program(command);
   INFO(run.err);
   INFO(run.out);
   REQUIRE(run.status == 0);

@@ -4,18 +4,18 @@
 // checked by scripts/gpu-check, which trains on MNIST itself.)
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <tessera/tessera.h>
 
 #include "gpu_test.h"
+#include "run_program.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace fs = std::filesystem;
+
+using test_support::contains;
 
 namespace {
 
@@ -43,35 +43,23 @@ void write_split(const fs::path& root, const std::string& prefix, uint32_t sampl
   write_idx(root / (prefix + "-labels-idx1-ubyte"), {samples}, labels);
 }
 
-struct Run {
-  int status = -1;
-  std::string out;
-};
+using Run = test_support::ProgramRun;
 
+// Standard output and error together in `out`, as the terminal shows them.
 Run run_example(const std::string& arguments) {
-  const char* program = std::getenv("MNIST_EXAMPLE");
-  REQUIRE_MESSAGE(program != nullptr, "MNIST_EXAMPLE is not set (meson test and scripts/gpu-check set it)");
-  fs::path log = fs::temp_directory_path() / ("tessera-gpu-example-" + std::to_string(::getpid()) + ".log");
-  int raw = std::system((std::string(program) + " " + arguments + " > " + log.string() + " 2>&1").c_str());
-  Run run;
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  std::ifstream in(log);
-  run.out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  fs::remove(log);
+  Run run = test_support::run_program(test_support::program_from_env("MNIST_EXAMPLE") + " " + arguments);
+  run.out += run.err;
   return run;
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 
 TEST_CASE("examples/mnist --device cuda trains an epoch: float32 on NCCL, bfloat16, and the world group") {
   if (!gpu_test::cuda_target()) return;
-  fs::path data = fs::temp_directory_path() / ("tessera-gpu-mnist-" + std::to_string(::getpid()));
-  fs::create_directories(data);
-  write_split(data, "train", 96);
-  write_split(data, "t10k", 40);
-  const std::string common = "--data " + data.string() + " --epochs 1 --batch-size 16 --test-batch-size 20 --json";
+  ts::testing::TempDir data;
+  write_split(data.path(), "train", 96);
+  write_split(data.path(), "t10k", 40);
+  const std::string common = "--data " + data.path().string() + " --epochs 1 --batch-size 16 --test-batch-size 20 --json";
   struct Variant {
     std::string flags, expect;
   };
@@ -85,5 +73,4 @@ TEST_CASE("examples/mnist --device cuda trains an epoch: float32 on NCCL, bfloat
     CHECK_MESSAGE(contains(run.out, "cuda:0"), run.out);
     if (ts::dist::nccl_is_compiled() || !contains(v.expect, "nccl")) CHECK_MESSAGE(contains(run.out, v.expect), run.out);
   }
-  fs::remove_all(data);
 }

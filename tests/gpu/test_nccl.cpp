@@ -10,11 +10,14 @@
 #include <tessera/tessera.h>
 
 #include "gpu_test.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 using ts::DType;
 using ts::Tensor;
 using ts::dist::ReduceOp;
+
+using test_support::contains;
 
 namespace {
 
@@ -34,8 +37,6 @@ std::shared_ptr<ts::dist::ProcessGroup> nccl_group(bool debug = false) {
 }
 
 Tensor on_device(const Tensor& host) { return host.to(ts::Device::cuda(0)); }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <tessera/tessera.h>
 
 #include "gpu_test.h"
+#include "test_support.h"
 
 #if TESSERA_HAS_CUDA
 #include <tessera/tensor/cuda/stream.h>
@@ -16,6 +17,9 @@ namespace ts = tessera;
 using ts::DType;
 using ts::Shape;
 using ts::Tensor;
+
+using test_support::contains;
+using test_support::error_of;
 
 namespace {
 
@@ -30,17 +34,6 @@ bool same_values(const Tensor& a, const Tensor& b) {
   std::string problem;
   return gpu_test::normalised_error(a, b, problem) == 0.0;
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // A few layers of the MNIST network, run forward and backward with explicit tensors.
 struct SmallNet {

@@ -5,7 +5,7 @@
 
 #include <tessera/tessera.h>
 
-#include "io/temp_dir.h"
+#include "temp_dir.h"
 
 #if TESSERA_HAS_CUDA
 #include <tessera/tensor/cuda/cuda_runtime.h>

@@ -11,7 +11,8 @@
 #include <sys/resource.h>
 #include <tessera/tessera.h>
 
-#include "io/temp_dir.h"
+#include "temp_dir.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace io = tessera::io;
@@ -21,6 +22,8 @@ using ts::Tensor;
 using ts::testing::read_file_bytes;
 using ts::testing::TempDir;
 using ts::testing::write_file_bytes;
+
+using test_support::contains;
 
 namespace {
 
@@ -97,8 +100,6 @@ std::string format_error_of(const std::function<void()>& f) {
   FAIL("expected a FormatError");
   return {};
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include <tessera/tessera.h>
 
 #include "resnet_recipe.h"
+#include "temp_dir.h"
 
 namespace ts = tessera;
 namespace nn = tessera::nn;
@@ -47,20 +48,6 @@ const Reference& reference() {
 }
 
 bool reporting() { return std::getenv("TESSERA_REPORT") != nullptr; }
-
-// A fresh directory for a test's files, removed at scope exit.
-struct ScratchDir {
-  std::filesystem::path path;
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-resnet-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
 
 double normwise_error(const Tensor& actual, const Tensor& expected) {
   Tensor a = actual.to(DType::f64), b = expected.to(DType::f64);
@@ -117,8 +104,8 @@ void check_mode(DType dtype, bool train) {
   const std::string tag = std::string(dtype == DType::f32 ? "f32/" : "f64/") + (train ? "train" : "eval");
   CAPTURE(tag);
   const Reference& ref = reference();
-  ScratchDir scratch;
-  auto model = recipe_model(dtype, scratch.path);
+  ts::testing::TempDir scratch;
+  auto model = recipe_model(dtype, scratch.path());
   model->train(train);
 
   Tensor x = resnet_recipe::input(dtype).requires_grad_();

@@ -7,6 +7,8 @@
 #include <string>
 #include <tessera/tessera.h>
 
+#include "test_support.h"
+
 #if TESSERA_HAS_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -20,18 +22,10 @@
 namespace ts = tessera;
 using ts::DType;
 
+using test_support::contains;
+using test_support::error_of;
+
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 

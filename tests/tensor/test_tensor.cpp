@@ -6,10 +6,13 @@
 #include <tessera/tessera.h>
 #include <tessera/tensor/native.h>
 #include <tessera/tensor/philox.h>
+#include "test_support.h"
 
 namespace ts = tessera;
 using ts::DType;
 using ts::Shape;
+
+using test_support::error_of;
 
 namespace {
 
@@ -18,15 +21,6 @@ void check_values(const ts::Tensor& t, const std::vector<T>& expected) {
   std::vector<T> actual = t.to_vector<T>();
   REQUIRE(actual.size() == expected.size());
   for (size_t i = 0; i < expected.size(); ++i) CHECK(actual[i] == doctest::Approx(expected[i]));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
