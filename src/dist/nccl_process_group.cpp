@@ -25,6 +25,7 @@ ncclDataType_t nccl_datatype(DType dtype) {
     case DType::bf16: return ncclBfloat16;
     case DType::i64: return ncclInt64;
     case DType::u8: return ncclUint8;
+    case DType::boolean: return ncclUint8;  // moved as bytes; reductions are refused
   }
   throw DTypeError(detail::concat("no NCCL datatype for ", dtype_name(dtype)));
 }
