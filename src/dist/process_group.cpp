@@ -50,8 +50,17 @@ void check_reduce_op(const std::string& where, ReduceOp op, DType dtype) {
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks)
-    : rank_(rank), size_(size), backend_(backend), name_(std::move(name)), debug_checks_(debug_checks) {}
+ProcessGroup::ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks,
+                           std::chrono::milliseconds timeout)
+    : rank_(rank),
+      size_(size),
+      backend_(backend),
+      name_(std::move(name)),
+      debug_checks_(debug_checks),
+      timeout_(timeout) {
+  TS_CHECK(timeout_.count() > 0, ValueError, "process group '", name_, "': the collective timeout must be positive, got ",
+           timeout_.count(), " ms");
+}
 
 std::string ProcessGroup::where(std::string_view op) const {
   return detail::concat(op, " on rank ", rank_, " of group '", name_, "' (size ", size_, ")");
@@ -131,6 +140,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::duplicate(const GroupOptions& option
   std::string name = detail::concat(name_, ".", duplicates_made_ + 1);
   GroupOptions resolved = options;
   resolved.debug_checks = options.debug_checks.value_or(debug_checks_);
+  resolved.timeout = options.timeout.value_or(timeout_);
   std::shared_ptr<ProcessGroup> group = start_duplicate(std::move(call), std::move(name), resolved);
   ++next_sequence_;
   ++duplicates_made_;
