@@ -36,7 +36,7 @@ struct StringHash {
 // threads encoding different files rarely wait on each other; a full shard starts over.
 class PieceCache {
  public:
-  static constexpr size_t kLongestPiece = 64;  // longer pieces are rare twice: not kept
+  static constexpr size_t kLongestPiece = 64;  // longer pieces rarely repeat: not kept
 
   bool append_cached(std::string_view piece, std::vector<int64_t>& out) const {
     Shard& shard = shard_of(piece);
