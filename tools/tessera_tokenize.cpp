@@ -6,6 +6,8 @@
 //
 //   tessera-tokenize -o data/brown/train.bin data/brown/text/*.txt
 //   tessera-tokenize --vocab data/gpt2 --threads 4 -o out.bin a.txt b.txt
+#include <tessera/tessera.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -17,8 +19,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <tessera/tessera.h>
 
 namespace ts = tessera;
 
@@ -92,7 +92,8 @@ Arguments parse(int argc, char** argv) {
 
 std::string read_text_file(const std::string& path) {
   std::error_code error;
-  if (std::filesystem::is_directory(path, error)) throw ts::io::IOError("'" + path + "': is a directory, expected a text file");
+  if (std::filesystem::is_directory(path, error))
+    throw ts::io::IOError("'" + path + "': is a directory, expected a text file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ts::io::IOError("'" + path + "': cannot open it: " + ts::io::os_error(errno));
   std::ostringstream bytes;

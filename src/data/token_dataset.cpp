@@ -23,7 +23,8 @@ TokenDataset::TokenDataset(const std::vector<std::filesystem::path>& files, Toke
   }
   if (size() == 0) {
     std::string names;
-    for (const TokenFile& file : files_) names += detail::concat(names.empty() ? "" : ", ", "'", file.path().string(), "' (", file.size(), " tokens)");
+    for (const TokenFile& file : files_)
+      names += detail::concat(names.empty() ? "" : ", ", "'", file.path().string(), "' (", file.size(), " tokens)");
     throw DataError(detail::concat("TokenDataset: no window of seq_len + 1 = ", options.seq_len + 1,
                                    " tokens fits in any of the token files ", names));
   }

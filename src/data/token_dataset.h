@@ -31,8 +31,8 @@
 namespace tessera::data {
 
 struct TokenDatasetOptions {
-  int64_t seq_len = 1024;   // T: tokens per row of a batch (a window is T + 1)
-  int64_t vocab_size = 0;   // when > 0, every token is checked to be below it on loading
+  int64_t seq_len = 1024;  // T: tokens per row of a batch (a window is T + 1)
+  int64_t vocab_size = 0;  // when > 0, every token is checked to be below it on loading
 };
 
 class TokenDataset : public Dataset {

@@ -45,13 +45,15 @@ TokenFile::TokenFile(const std::filesystem::path& file) : path_(file) {
   if (::fstat(fd.get(), &status) != 0) {
     throw DataError(detail::concat("token file '", file.string(), "': cannot stat it: ", io::os_error(errno)));
   }
-  if (!S_ISREG(status.st_mode)) throw DataError(detail::concat("token file '", file.string(), "': is not a regular file"));
+  if (!S_ISREG(status.st_mode))
+    throw DataError(detail::concat("token file '", file.string(), "': is not a regular file"));
   const auto file_bytes = static_cast<int64_t>(status.st_size);
 
   uint8_t header[12];
   const int64_t got = io::pread_full(fd.get(), header, sizeof header, 0);
   if (got < 0) fail(file, 0, "read error: ", io::os_error(static_cast<int>(-got)));
-  if (got < 4) fail(file, got, "the file ends inside the header: expected the magic number ", kTokenFileMagic, " at bytes 0..3");
+  if (got < 4)
+    fail(file, got, "the file ends inside the header: expected the magic number ", kTokenFileMagic, " at bytes 0..3");
   if (load_int32(header) != kTokenFileMagic) {
     fail(file, 0, "expected the magic number ", kTokenFileMagic, " of an llm.c token file, found ", load_int32(header),
          " (not a token file)");
@@ -68,13 +70,13 @@ TokenFile::TokenFile(const std::filesystem::path& file) : path_(file) {
          file_bytes);
   }
   const int64_t payload = file_bytes - kTokenFileHeaderBytes, promised = 2 * int64_t{count};
-  const std::string promise = detail::concat("the header's token count ", count, " promises ", promised,
-                                             " bytes of tokens at offsets [", kTokenFileHeaderBytes, ", ",
-                                             kTokenFileHeaderBytes + promised, ")");
+  const std::string promise =
+      detail::concat("the header's token count ", count, " promises ", promised, " bytes of tokens at offsets [",
+                     kTokenFileHeaderBytes, ", ", kTokenFileHeaderBytes + promised, ")");
   if (payload < promised) fail(file, file_bytes, "the file ends inside the tokens: ", promise, ", found ", payload);
   if (payload > promised) {
-    fail(file, kTokenFileHeaderBytes + promised, "expected the end of the file after the tokens (", promise, "), found ",
-         payload - promised, " more bytes");
+    fail(file, kTokenFileHeaderBytes + promised, "expected the end of the file after the tokens (", promise,
+         "), found ", payload - promised, " more bytes");
   }
 
   mapping_bytes_ = static_cast<size_t>(file_bytes);
@@ -119,8 +121,8 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
 void TokenFile::check_below(int64_t vocab_size) const {
   for (int64_t i = 0; i < size_; ++i) {
     if (tokens_[i] >= vocab_size) {
-      fail(path_, kTokenFileHeaderBytes + 2 * i, "token ", tokens_[i], " (number ", i, ") is not below the vocabulary size ",
-           vocab_size);
+      fail(path_, kTokenFileHeaderBytes + 2 * i, "token ", tokens_[i], " (number ", i,
+           ") is not below the vocabulary size ", vocab_size);
     }
   }
 }

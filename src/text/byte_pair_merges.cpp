@@ -1,7 +1,10 @@
 #include "tessera/text/byte_pair_merges.h"
 
 #include <algorithm>
+#include <climits>
 #include <utility>
+
+#include "tessera/tensor/error.h"
 
 namespace tessera::text {
 
@@ -46,7 +49,8 @@ struct Candidate {
   int32_t rank, left, left_token, right_token, merged;
 };
 
-// std::push_heap keeps the greatest on top: "greater" here is lower rank, then further left.
+// The heap's order: a candidate "comes later" with a higher rank, or further right at the
+// same rank; std::push_heap keeps on top the one that comes first.
 bool comes_later(const Candidate& a, const Candidate& b) {
   return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
 }
@@ -60,6 +64,8 @@ struct Scratch {
 }  // namespace
 
 void BytePairMerges::merge(std::vector<int32_t>& tokens) const {
+  TS_CHECK(tokens.size() < static_cast<size_t>(INT32_MAX), ValueError, "BytePairMerges::merge: a piece of ",
+           tokens.size(), " bytes is longer than int32 positions can index");
   const auto n = static_cast<int32_t>(tokens.size());
   if (n < 2 || size_ == 0) return;
   thread_local Scratch scratch;
@@ -80,7 +86,8 @@ void BytePairMerges::merge(std::vector<int32_t>& tokens) const {
     }
   };
   for (int32_t i = 0; i + 1 < n; ++i) {
-    if (auto rule = find(tokens[i], tokens[i + 1])) heap.push_back({rule->rank, i, tokens[i], tokens[i + 1], rule->merged});
+    if (auto rule = find(tokens[i], tokens[i + 1]))
+      heap.push_back({rule->rank, i, tokens[i], tokens[i + 1], rule->merged});
   }
   std::make_heap(heap.begin(), heap.end(), comes_later);
 

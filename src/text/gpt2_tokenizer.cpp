@@ -71,7 +71,9 @@ std::string read_whole_file(const std::filesystem::path& file) {
     throw io::IOError(detail::concat("tokenizer file '", file.string(), "': is a directory, expected a file"));
   }
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw io::IOError(detail::concat("tokenizer file '", file.string(), "': cannot open it (run scripts/get-gpt2-tokenizer)"));
+  if (!in)
+    throw io::IOError(
+        detail::concat("tokenizer file '", file.string(), "': cannot open it (run scripts/get-gpt2-tokenizer)"));
   std::ostringstream bytes;
   bytes << in.rdbuf();
   if (in.bad()) throw io::IOError(detail::concat("tokenizer file '", file.string(), "': read error"));
@@ -150,10 +152,11 @@ void GPT2Tokenizer::Vocabulary::read_encoder_json(std::string_view text, const s
     }
     const int64_t id = value.as_int();
     if (id < 0 || id >= count) {
-      fail(offset, "token \"", spelled, "\" has id ", id, ", outside [0, ", count, "): the ids must number the ",
-           count, " tokens from 0");
+      fail(offset, "token \"", spelled, "\" has id ", id, ", outside [0, ", count, "): the ids must number the ", count,
+           " tokens from 0");
     }
-    if (spelling_of[id] != nullptr) fail(offset, "id ", id, " is given to both \"", *spelling_of[id], "\" and \"", spelled, "\"");
+    if (spelling_of[id] != nullptr)
+      fail(offset, "id ", id, " is given to both \"", *spelling_of[id], "\" and \"", spelled, "\"");
     Spelling unspelled = unspell(spelled);
     if (!unspelled.ok) {
       fail(offset, "token \"", spelled, "\" has the character ", code_point_name(unspelled.bad_character),
@@ -276,7 +279,8 @@ void GPT2Tokenizer::encode(std::string_view text, std::vector<int64_t>& tokens) 
   // About one token per 4 bytes of English.
   tokens.reserve(tokens.size() + text.size() / 4 + 1);
   std::vector<int32_t> scratch;
-  vocabulary_->pre_tokenizer.split(text, [&](std::string_view piece) { vocabulary_->encode_piece(piece, scratch, tokens); });
+  vocabulary_->pre_tokenizer.split(text,
+                                   [&](std::string_view piece) { vocabulary_->encode_piece(piece, scratch, tokens); });
 }
 
 std::string GPT2Tokenizer::decode_bytes(std::span<const int64_t> tokens) const {
@@ -291,7 +295,9 @@ std::string GPT2Tokenizer::decode_bytes(std::span<const int64_t> tokens) const {
   return bytes;
 }
 
-std::string GPT2Tokenizer::decode(std::span<const int64_t> tokens) const { return replace_invalid_utf8(decode_bytes(tokens)); }
+std::string GPT2Tokenizer::decode(std::span<const int64_t> tokens) const {
+  return replace_invalid_utf8(decode_bytes(tokens));
+}
 
 int64_t GPT2Tokenizer::vocab_size() const { return static_cast<int64_t>(vocabulary_->token_bytes.size()); }
 

@@ -14,9 +14,8 @@
 
 namespace tessera::text {
 
-const char* const kGpt2SplitPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\p{White_Space}\p{L}\p{N}]+)"
-    R"(|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+)";
+const char* const kGpt2SplitPattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\p{White_Space}\p{L}\p{N}]+)"
+                                      R"(|\p{White_Space}+(?!\P{White_Space})|\p{White_Space}+)";
 
 #if TESSERA_HAS_PCRE2
 
@@ -47,8 +46,8 @@ struct PreTokenizer::Compiled {
   Compiled() {
     int error = 0;
     PCRE2_SIZE error_offset = 0;
-    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2SplitPattern), PCRE2_ZERO_TERMINATED,
-                         PCRE2_UTF | PCRE2_UCP, &error, &error_offset, nullptr);
+    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2SplitPattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                         &error, &error_offset, nullptr);
     if (code == nullptr) {
       throw Error(detail::concat("PreTokenizer: PCRE2 rejects the pattern at offset ", error_offset, ": ",
                                  pcre2_message(error)));
@@ -61,7 +60,8 @@ struct PreTokenizer::Compiled {
   Compiled& operator=(const Compiled&) = delete;
 
   // Splits a stretch of well-formed UTF-8.
-  void split_valid(std::string_view text, MatchData& match, const std::function<void(std::string_view)>& on_piece) const {
+  void split_valid(std::string_view text, MatchData& match,
+                   const std::function<void(std::string_view)>& on_piece) const {
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     size_t offset = 0;
     while (offset < text.size()) {

@@ -4,16 +4,18 @@
 // [k*B*T, k*B*T + B*T]), the seeded random order, and the ranks' rows making up the same
 // global batch at any world size.
 #include <doctest/doctest.h>
+#include <tessera/tessera.h>
 
 #include <cstring>
 #include <numeric>
 #include <set>
-#include <tessera/tessera.h>
 
 #include "temp_dir.h"
 #include "test_support.h"
 
 namespace ts = tessera;
+using test_support::contains;
+using test_support::error_of;
 using ts::data::Batch;
 using ts::data::DataLoader;
 using ts::data::TokenDataset;
@@ -21,8 +23,6 @@ using ts::data::TokenFile;
 using ts::testing::read_file_bytes;
 using ts::testing::TempDir;
 using ts::testing::write_file_bytes;
-using test_support::contains;
-using test_support::error_of;
 
 namespace {
 
@@ -84,16 +84,21 @@ TEST_CASE("a bad token file is a DataError naming the file, the byte offset and 
   CHECK(contains(error_for(""), prefix + "0: the file ends inside the header: expected the magic number 20240520"));
   CHECK(contains(error_for(token_file_bytes(20240520, 1, 3, {}).substr(0, 6)),
                  prefix + "6: the file ends inside the header: expected the version at bytes 4..7"));
-  CHECK(contains(error_for(token_file_bytes(20240520, 1, 3, {}).substr(0, 10)), prefix + "10: the file ends inside the header: expected the token count"));
+  CHECK(contains(error_for(token_file_bytes(20240520, 1, 3, {}).substr(0, 10)),
+                 prefix + "10: the file ends inside the header: expected the token count"));
   CHECK(contains(error_for(token_file_bytes(20240520, 1, 0, {}).substr(0, 500)),
                  prefix + "500: the file ends inside the header: expected 1024 header bytes, found 500"));
-  CHECK(contains(error_for(token_file_bytes(0x46554747, 1, 0, {})),
-                 prefix + "0: expected the magic number 20240520 of an llm.c token file, found 1179993927 (not a token file)"));
-  CHECK(contains(error_for(token_file_bytes(20240520, 2, 0, {})), prefix + "4: expected version 1 (uint16 tokens), found 2"));
-  CHECK(contains(error_for(token_file_bytes(20240520, 1, -5, {})), prefix + "8: expected a token count >= 0, found -5"));
+  CHECK(contains(
+      error_for(token_file_bytes(0x46554747, 1, 0, {})),
+      prefix + "0: expected the magic number 20240520 of an llm.c token file, found 1179993927 (not a token file)"));
+  CHECK(contains(error_for(token_file_bytes(20240520, 2, 0, {})),
+                 prefix + "4: expected version 1 (uint16 tokens), found 2"));
+  CHECK(
+      contains(error_for(token_file_bytes(20240520, 1, -5, {})), prefix + "8: expected a token count >= 0, found -5"));
   CHECK(contains(error_for(token_file_bytes(20240520, 1, 4, counting(3))),
-                 prefix + "1030: the file ends inside the tokens: the header's token count 4 promises 8 bytes of tokens "
-                          "at offsets [1024, 1032), found 6"));
+                 prefix +
+                     "1030: the file ends inside the tokens: the header's token count 4 promises 8 bytes of tokens "
+                     "at offsets [1024, 1032), found 6"));
   CHECK(contains(error_for(token_file_bytes(20240520, 1, 2, counting(3))),
                  prefix + "1028: expected the end of the file after the tokens (the header's token count 2 promises 4 "
                           "bytes of tokens at offsets [1024, 1028)), found 2 more bytes"));
@@ -103,8 +108,9 @@ TEST_CASE("a bad token file is a DataError naming the file, the byte offset and 
   CHECK(contains(error_of<ts::data::DataError>([&] { TokenFile file(dir.path()); }), "is not a regular file"));
   // Tokens at or above the vocabulary, when the dataset is asked to check.
   write_file_bytes(path, token_file_bytes(20240520, 1, 4, {1, 2, 50257, 3}));
-  CHECK(contains(error_of<ts::data::DataError>([&] { TokenDataset dataset(path, {.seq_len = 2, .vocab_size = 50257}); }),
-                 prefix + "1028: token 50257 (number 2) is not below the vocabulary size 50257"));
+  CHECK(
+      contains(error_of<ts::data::DataError>([&] { TokenDataset dataset(path, {.seq_len = 2, .vocab_size = 50257}); }),
+               prefix + "1028: token 50257 (number 2) is not below the vocabulary size 50257"));
   CHECK_NOTHROW(TokenDataset(path, {.seq_len = 2}));
 }
 
@@ -130,17 +136,18 @@ TEST_CASE("TokenDataset: windows of T+1 tokens, inputs the first T, targets the 
   // Exactly T+1 tokens make one window; T make none.
   ts::data::write_token_file(dir.file("six.bin"), counting(6));
   CHECK(TokenDataset(dir.file("six.bin"), {.seq_len = 5}).size() == 1);
-  CHECK(contains(error_of<ts::data::DataError>([&] { TokenDataset d(dir.file("six.bin"), {.seq_len = 6}); }),
-                 "no window of seq_len + 1 = 7 tokens fits in any of the token files '" + dir.file("six.bin") + "' (6 tokens)"));
+  CHECK(contains(
+      error_of<ts::data::DataError>([&] { TokenDataset d(dir.file("six.bin"), {.seq_len = 6}); }),
+      "no window of seq_len + 1 = 7 tokens fits in any of the token files '" + dir.file("six.bin") + "' (6 tokens)"));
   CHECK(contains(error_of<ts::ValueError>([&] { TokenDataset d(dir.file("six.bin"), {.seq_len = 0}); }),
                  "seq_len must be at least 1"));
 }
 
 TEST_CASE("TokenDataset over several files: each file's windows in turn, none across a boundary") {
   TempDir dir;
-  ts::data::write_token_file(dir.file("0.bin"), counting(12, 0));      // 2 windows of T = 5
-  ts::data::write_token_file(dir.file("1.bin"), counting(4, 1000));    // none
-  ts::data::write_token_file(dir.file("2.bin"), counting(16, 2000));   // 3
+  ts::data::write_token_file(dir.file("0.bin"), counting(12, 0));     // 2 windows of T = 5
+  ts::data::write_token_file(dir.file("1.bin"), counting(4, 1000));   // none
+  ts::data::write_token_file(dir.file("2.bin"), counting(16, 2000));  // 3
   const TokenDataset dataset({dir.file("0.bin"), dir.file("1.bin"), dir.file("2.bin")}, {.seq_len = 5});
   CHECK(dataset.size() == 5);
   CHECK(dataset.files().size() == 3);
@@ -204,7 +211,10 @@ TEST_CASE("the ranks' rows of each global batch, put together, are the one-rank 
       for (int64_t world : {2, 3, 4}) {
         std::vector<std::vector<Batch>> parts;
         for (int64_t rank = 0; rank < world; ++rank) {
-          parts.push_back(collect(DataLoader(dataset, {.batch_size = B, .shuffle = shuffle, .seed = 3, .drop_last = true,
+          parts.push_back(collect(DataLoader(dataset, {.batch_size = B,
+                                                       .shuffle = shuffle,
+                                                       .seed = 3,
+                                                       .drop_last = true,
                                                        .sampler = {.rank = rank, .world_size = world}}),
                                   2));
           REQUIRE(parts.back().size() == whole.size());

@@ -1,10 +1,11 @@
 // libFuzzer target: GPT-2's tokenizer on any bytes. Encoding must not fail, decode_bytes
 // must give the input back exactly, and decode the input with ill-formed UTF-8 replaced.
 // Needs the vocabulary: TESSERA_GPT2_DIR, or data/gpt2 (scripts/get-gpt2-tokenizer).
+#include <tessera/tessera.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
-#include <tessera/tessera.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const tessera::text::GPT2Tokenizer tokenizer = [] {

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   }
   const std::filesystem::path dir = text_test::gpt2_directory();
   const char* source = std::getenv("TESSERA_SOURCE_DIR");
-  const std::string fetch = std::string(source != nullptr ? source : ".") + "/scripts/get-gpt2-tokenizer '" + dir.string() + "'";
+  const std::string fetch =
+      std::string(source != nullptr ? source : ".") + "/scripts/get-gpt2-tokenizer '" + dir.string() + "'";
   const int raw = std::system(fetch.c_str());
   const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128;
   if (status == 75 && std::getenv("CI") == nullptr) {

@@ -41,9 +41,12 @@ std::string read_file(const std::filesystem::path& path) {
 // A random Unicode scalar value: mostly ASCII, else anywhere in the 17 planes but surrogates.
 char32_t random_code_point(std::mt19937& random) {
   switch (random() % 4) {
-    case 0: return U" \n\t'sa0!"[random() % 8];
-    case 1: return 0x20 + random() % 0x5F;
-    case 2: return 0x80 + random() % 0x2F80;
+    case 0:
+      return U" \n\t'sa0!"[random() % 8];
+    case 1:
+      return 0x20 + random() % 0x5F;
+    case 2:
+      return 0x80 + random() % 0x2F80;
     default: {
       char32_t c = random() % 0x110000;
       return c >= 0xD800 && c < 0xE000 ? c - 0x800 : c;
@@ -87,15 +90,18 @@ TEST_CASE("tiktoken's test vectors for gpt2") {
   CHECK(gpt2().encode("hello world") == Tokens{31373, 995});
   CHECK(gpt2().decode(Tokens{31373, 995}) == "hello world");
   CHECK(gpt2().encode("").empty());
-  const std::vector<Tokens> zeros{{15},          {405},         {830},         {2388},        {20483},       {10535},
-                                  {24598},       {8269},        {10535, 830},  {8269, 405},   {8269, 830},   {8269, 2388},
-                                  {8269, 20483}, {8269, 10535}, {8269, 24598}, {25645},       {8269, 10535, 830}};
-  for (size_t n = 1; n <= zeros.size(); ++n) CHECK_MESSAGE(gpt2().encode(std::string(n, '0')) == zeros[n - 1], n, " zeros");
+  const std::vector<Tokens> zeros{
+      {15},          {405},         {830},         {2388},      {20483},           {10535},
+      {24598},       {8269},        {10535, 830},  {8269, 405}, {8269, 830},       {8269, 2388},
+      {8269, 20483}, {8269, 10535}, {8269, 24598}, {25645},     {8269, 10535, 830}};
+  for (size_t n = 1; n <= zeros.size(); ++n)
+    CHECK_MESSAGE(gpt2().encode(std::string(n, '0')) == zeros[n - 1], n, " zeros");
   // With allowed_special, tiktoken gives [31373, 220, 50256]; as ordinary text the marker is text.
   const Tokens ordinary = gpt2().encode("hello <|endoftext|>");
   CHECK(ordinary == Tokens{31373, 1279, 91, 437, 1659, 5239, 91, 29});
   CHECK(gpt2().decode(ordinary) == "hello <|endoftext|>");
-  for (const char* value : {"hello", "hello ", "hello  ", " hello", " hello ", " hello  ", "hello world", "请考试我的软件！12345"}) {
+  for (const char* value :
+       {"hello", "hello ", "hello  ", " hello", " hello ", " hello  ", "hello world", "请考试我的软件！12345"}) {
     CHECK(gpt2().decode(gpt2().encode(value)) == value);
   }
   for (const std::string c : {"^", "0", "a", "'s", " ", "\n"}) {
@@ -137,7 +143,8 @@ TEST_CASE("decode(encode(x)) == x for random UTF-8; decode_bytes gives any bytes
   }
   for (int trial = 0; trial < 2000; ++trial) {
     std::string bytes(random() % 100, '\0');
-    for (char& byte : bytes) byte = static_cast<char>(random() % 3 == 0 ? random() % 256 : "a \xC3\xA9\xE2\x80\x99"[random() % 6]);
+    for (char& byte : bytes)
+      byte = static_cast<char>(random() % 3 == 0 ? random() % 256 : "a \xC3\xA9\xE2\x80\x99"[random() % 6]);
     const Tokens tokens = gpt2().encode(bytes);
     REQUIRE(gpt2().decode_bytes(tokens) == bytes);
     REQUIRE(gpt2().decode(tokens) == text::replace_invalid_utf8(bytes));

@@ -74,14 +74,16 @@ TEST_CASE("tessera-tokenize writes <|endoftext|> and each file's tokens, in orde
 TEST_CASE("tessera-tokenize names the file it cannot read and writes nothing") {
   TempDir dir;
   write_file_bytes(dir.file("a.txt"), "text");
-  const auto missing = run_program(concat(tool(), " -o ", dir.file("out.bin"), " ", dir.file("a.txt"), " ", dir.file("nope.txt")));
+  const auto missing =
+      run_program(concat(tool(), " -o ", dir.file("out.bin"), " ", dir.file("a.txt"), " ", dir.file("nope.txt")));
   CHECK(missing.status == 1);
   CHECK(contains(missing.err, concat("'", dir.file("nope.txt"), "': cannot open it: No such file or directory")));
   CHECK(dir.entries() == std::vector<std::string>{"a.txt"});
   const auto directory = run_program(concat(tool(), " -o ", dir.file("out.bin"), " ", dir.path().string()));
   CHECK(directory.status == 1);
   CHECK(contains(directory.err, "is a directory"));
-  const auto no_vocabulary = run_program(concat(program(), " --vocab ", dir.file("none"), " -o ", dir.file("out.bin"), " ", dir.file("a.txt")));
+  const auto no_vocabulary = run_program(
+      concat(program(), " --vocab ", dir.file("none"), " -o ", dir.file("out.bin"), " ", dir.file("a.txt")));
   CHECK(no_vocabulary.status == 1);
   CHECK(contains(no_vocabulary.err, "none/encoder.json': cannot open it (run scripts/get-gpt2-tokenizer)"));
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
 #include "tessera/config.h"
 #include "tessera/io/errors.h"
 #include "tessera/text/byte_level.h"
@@ -15,7 +16,6 @@
 #include "tessera/text/gpt2_tokenizer.h"
 #include "tessera/text/pre_tokenizer.h"
 #include "tessera/text/utf8.h"
-#include "temp_dir.h"
 #include "test_support.h"
 #include "tiny_vocabulary.h"
 
@@ -34,10 +34,19 @@ TEST_CASE("decode_utf8 reads characters of 1 to 4 bytes and the maximal subparts
   CHECK((emoji.valid && emoji.code_point == 0x1F44D && emoji.length == 4));
   CHECK(text::decode_utf8("\xF4\x8F\xBF\xBF").code_point == 0x10FFFF);
   // Invalid: (bytes, length of the maximal subpart).
-  const std::vector<std::pair<std::string, size_t>> invalid{
-      {"\x80", 1},  {"\xC0\x80", 1},         {"\xC1\xBF", 1},  {"\xE0\x80\x80", 1}, {"\xED\xA0\x80", 1},
-      {"\xF4\x90\x80\x80", 1}, {"\xF5\x80", 1}, {"\xFF", 1}, {"\xE2\x82", 2}, {"\xE2\x82x", 2},
-      {"\xF0\x9F\x98", 3}, {"\xC3", 1},       {"\xF1\x80\x80\xE1", 3}};
+  const std::vector<std::pair<std::string, size_t>> invalid{{"\x80", 1},
+                                                            {"\xC0\x80", 1},
+                                                            {"\xC1\xBF", 1},
+                                                            {"\xE0\x80\x80", 1},
+                                                            {"\xED\xA0\x80", 1},
+                                                            {"\xF4\x90\x80\x80", 1},
+                                                            {"\xF5\x80", 1},
+                                                            {"\xFF", 1},
+                                                            {"\xE2\x82", 2},
+                                                            {"\xE2\x82x", 2},
+                                                            {"\xF0\x9F\x98", 3},
+                                                            {"\xC3", 1},
+                                                            {"\xF1\x80\x80\xE1", 3}};
   for (const auto& [bytes, length] : invalid) {
     const text::Utf8Char c = text::decode_utf8(bytes);
     CHECK_MESSAGE((!c.valid && c.code_point == text::kReplacementCharacter && c.length == length), bytes);
@@ -54,7 +63,8 @@ TEST_CASE("replace_invalid_utf8 gives what Python's errors='replace' and Node's 
   CHECK(text::replace_invalid_utf8("\xE2\x82x") == "\uFFFDx");
   CHECK(text::replace_invalid_utf8("\xF0\x9F\x98") == "\uFFFD");
   CHECK(text::replace_invalid_utf8("caf\xC3\xA9 \xF0\x9F\x91\x8D") == "caf\xC3\xA9 \xF0\x9F\x91\x8D");
-  CHECK(text::valid_utf8_prefix("ab\xC3\xA9\xFF" "cd") == 4);
+  CHECK(text::valid_utf8_prefix("ab\xC3\xA9\xFF"
+                                "cd") == 4);
 }
 
 TEST_CASE("the byte-to-unicode map is GPT-2's: printable Latin-1 kept, the other 68 bytes from U+0100 on") {
@@ -109,7 +119,8 @@ TEST_CASE("\\s is Unicode's White_Space, as in Python's regex (GPT-2's encoder.p
 
 TEST_CASE("bytes that are not UTF-8 are pieces of their own, one per maximal subpart" * doctest::skip(!kPcre2)) {
   const text::PreTokenizer split;
-  CHECK(split.pieces("ab\xFF" "cd") == Pieces{"ab", "\xFF", "cd"});
+  CHECK(split.pieces("ab\xFF"
+                     "cd") == Pieces{"ab", "\xFF", "cd"});
   CHECK(split.pieces("a \xFF") == Pieces{"a", " ", "\xFF"});
   CHECK(split.pieces(" \xE2\x80 x") == Pieces{" ", "\xE2\x80", " x"});
   CHECK(split.pieces("\xC0\x80") == Pieces{"\xC0", "\x80"});
@@ -117,7 +128,8 @@ TEST_CASE("bytes that are not UTF-8 are pieces of their own, one per maximal sub
   std::mt19937 random(12);
   for (int trial = 0; trial < 300; ++trial) {
     std::string bytes(random() % 64, '\0');
-    for (char& byte : bytes) byte = static_cast<char>(random() % 4 == 0 ? random() % 256 : " a'1\xC3\xA9\n"[random() % 8]);
+    for (char& byte : bytes)
+      byte = static_cast<char>(random() % 4 == 0 ? random() % 256 : " a'1\xC3\xA9\n"[random() % 8]);
     std::string joined;
     for (const std::string& piece : split.pieces(bytes)) {
       CHECK_FALSE(piece.empty());
@@ -160,8 +172,8 @@ TEST_CASE("merges go by rank, each rank joining all its pairs left to right befo
 }
 
 TEST_CASE("a small vocabulary in GPT-2's files encodes and decodes" * doctest::skip(!kPcre2)) {
-  const text_test::TinyVocabulary files = text_test::tiny_vocabulary({{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"},
-                                                                      {" ", "w"}, {" w", "o"}});
+  const text_test::TinyVocabulary files =
+      text_test::tiny_vocabulary({{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {" ", "w"}, {" w", "o"}});
   const auto tokenizer = text::GPT2Tokenizer::from_strings(files.encoder_json, files.vocab_bpe);
   CHECK(tokenizer.vocab_size() == 263);
   CHECK(tokenizer.eot_token() == 262);
@@ -178,12 +190,15 @@ TEST_CASE("a small vocabulary in GPT-2's files encodes and decodes" * doctest::s
   // Tokens that make ill-formed UTF-8: decode replaces it, decode_bytes keeps it.
   CHECK(tokenizer.decode(std::vector<int64_t>{'a', 0xE2, 0x82}) == "a\uFFFD");
   CHECK(tokenizer.decode_bytes(std::vector<int64_t>{'a', 0xE2, 0x82}) == "a\xE2\x82");
-  CHECK(contains(error_of<tessera::IndexError>([&] { tokenizer.decode(std::vector<int64_t>{1, 263}); }),
+  CHECK(contains(error_of<tessera::IndexError>([&] {
+                   tokenizer.decode(std::vector<int64_t>{1, 263});
+                 }),
                  "token 263 at position 1 is outside the vocabulary [0, 263)"));
   CHECK(contains(error_of<tessera::IndexError>([&] { tokenizer.token_bytes(-1); }), "token -1"));
 }
 
-TEST_CASE("a malformed encoder.json is an error naming the file, the byte offset and the fault" * doctest::skip(!kPcre2)) {
+TEST_CASE("a malformed encoder.json is an error naming the file, the byte offset and the fault" *
+          doctest::skip(!kPcre2)) {
   const text_test::TinyVocabulary good = text_test::tiny_vocabulary({{"a", "b"}});
   auto error_for = [&](const std::string& encoder_json) {
     return error_of<tessera::io::FormatError>(
@@ -191,12 +206,14 @@ TEST_CASE("a malformed encoder.json is an error naming the file, the byte offset
   };
   CHECK(contains(error_for("{\"a\": 0,"), "GPT-2 vocabulary 'tiny (encoder.json)': at byte offset 8: not valid JSON"));
   CHECK(contains(error_for("[1, 2]"), "at byte offset 0: expected an object of token -> id, found an array"));
-  CHECK(contains(error_for("{\"a\": \"0\"}"), "at byte offset 6: the id of token \"a\" must be an integer, found a string"));
+  CHECK(contains(error_for("{\"a\": \"0\"}"),
+                 "at byte offset 6: the id of token \"a\" must be an integer, found a string"));
   CHECK(contains(error_for("{\"a\": 0, \"b\": 5}"), "token \"b\" has id 5, outside [0, 2)"));
   CHECK(contains(error_for("{\"a\": 0, \"b\": 0}"), "id 0 is given to both \"a\" and \"b\""));
   CHECK(contains(error_for("{\"a \": 0}"), "token \"a \" has the character U+0020, which stands for no byte"));
   CHECK(contains(error_for("{\"\": 0}"), "the empty string is not a token"));
-  CHECK(contains(error_for("{\"a\": 0}"), "no token for the byte 0x00 (\"\u0100\"): byte-level BPE needs all 256 bytes"));
+  CHECK(
+      contains(error_for("{\"a\": 0}"), "no token for the byte 0x00 (\"\u0100\"): byte-level BPE needs all 256 bytes"));
   std::string without_eot = good.encoder_json.substr(0, good.encoder_json.rfind(", \"<|endoftext|>\"")) + "}";
   CHECK(contains(error_for(without_eot), "has no \"<|endoftext|>\" token"));
 }
@@ -226,7 +243,8 @@ TEST_CASE("missing tokenizer files name the file and the script that fetches the
   const std::string message = error_of<tessera::io::IOError>([&] { text::GPT2Tokenizer tokenizer(dir.path()); });
   CHECK(contains(message, "tokenizer file '" + dir.file("encoder.json") + "': cannot open it"));
   CHECK(contains(message, "scripts/get-gpt2-tokenizer"));
-  CHECK(contains(error_of<tessera::io::IOError>([&] { text::GPT2Tokenizer(dir.path(), dir.path()); }), "is a directory"));
+  CHECK(
+      contains(error_of<tessera::io::IOError>([&] { text::GPT2Tokenizer(dir.path(), dir.path()); }), "is a directory"));
 }
 
 TEST_CASE("without PCRE2 the tokenizer says what to install" * doctest::skip(kPcre2)) {

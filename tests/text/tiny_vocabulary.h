@@ -43,7 +43,8 @@ inline TinyVocabulary tiny_vocabulary(const std::vector<std::pair<std::string, s
     tokens.push_back(left + right);
     files.vocab_bpe += spell(left) + " " + spell(right) + "\n";
   }
-  for (size_t id = 0; id < tokens.size(); ++id) files.encoder_json += json_string(spell(tokens[id])) + ": " + std::to_string(id) + ", ";
+  for (size_t id = 0; id < tokens.size(); ++id)
+    files.encoder_json += json_string(spell(tokens[id])) + ": " + std::to_string(id) + ", ";
   files.encoder_json += "\"<|endoftext|>\": " + std::to_string(tokens.size()) + "}";
   return files;
 }
