@@ -30,6 +30,7 @@
 #include "tessera/dist/dist.h"
 #include "tessera/text/text.h"
 #include "tessera/tensor/allocator.h"
+#include "tessera/tensor/cpu_capability.h"
 #include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/device.h"
 #include "tessera/tensor/dtype.h"
