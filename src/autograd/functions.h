@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "tessera/tensor/native.h"
@@ -80,6 +81,41 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
+
+// Transformer layers, as torch.nn.functional's embedding, layer_norm, gelu and torch.erf.
+
+// Options of embedding (and nn::Embedding), with PyTorch's names and defaults.
+struct EmbeddingOptions {
+  // This row gets no gradient (nn::Embedding also initialises it to zeros); negative
+  // values count from the end, as in PyTorch.
+  std::optional<int64_t> padding_idx{};
+  // Rows looked up whose norm_type-norm exceeds max_norm are rescaled to it in place
+  // (under no-grad, before the lookup), as torch.embedding_renorm_.
+  std::optional<double> max_norm{};
+  double norm_type = 2.0;
+  // Scales each index's gradient by 1 / (its occurrences in the batch).
+  bool scale_grad_by_freq = false;
+  // Sparse gradients are not supported: true throws.
+  bool sparse = false;
+};
+// Rows of weight [num_embeddings, dim] picked by int64 `input` (any shape): the output is
+// [*input.shape, dim]. Differentiable in weight; the backward is a deterministic
+// scatter-add (the same bits at any thread count).
+Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingOptions& options = {});
+
+// Normalises over the trailing dims `normalized_shape`, then scales by weight and shifts by
+// bias (both optional, of normalized_shape): F.layer_norm.
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// GELU: x * Phi(x) (approximate none) or its tanh approximation, as F.gelu.
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::none);
+// approximate "none" or "tanh" (PyTorch's strings); anything else throws.
+Tensor gelu(const Tensor& x, std::string_view approximate);
+GeluApproximate gelu_approximate_from(std::string_view approximate);
+std::string_view gelu_approximate_name(GeluApproximate approximate);
+// The error function, element-wise (torch.erf).
+Tensor erf(const Tensor& x);
 
 // Softmax family and losses. softmax and log_softmax take any dim (negative from the end),
 // contiguous or not.

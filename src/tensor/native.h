@@ -13,6 +13,16 @@
 #include "tessera/tensor/size2.h"
 #include "tessera/tensor/tensor.h"
 
+namespace tessera {
+
+// GELU's two forms, as torch.nn.functional.gelu's approximate: none is x * Phi(x) =
+// x / 2 * (1 + erf(x / sqrt(2))); tanh is x / 2 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+// Declared in tessera:: (not native::) so that a call gelu(x, approximate) finds
+// tessera::gelu only.
+enum class GeluApproximate { none, tanh };
+
+}  // namespace tessera
+
 namespace tessera::native {
 
 // Creation.
@@ -133,6 +143,42 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
                                                        const Tensor& weight, const Tensor& save_mean,
                                                        const Tensor& save_invstd, bool training,
                                                        std::array<bool, 3> output_mask);
+
+// ---- Transformer layers: embedding, layer normalisation, GELU (nn::Embedding, ...) ----
+
+// Rows of `weight` [num_embeddings, dim] picked by the int64 `indices` (any shape): the
+// output is [*indices.shape, dim]. An index outside [0, num_embeddings) is an IndexError
+// naming it and its position.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// The weight's gradient [num_weights, dim]: the rows of grad_output [*indices.shape, dim]
+// summed per index, each sum taken in order of position (the same bits on every run, at
+// any thread count). padding_idx (when >= 0) gets a zero row; with scale_grad_by_freq each
+// term is scaled by 1 / (occurrences of its index), as torch's embedding_dense_backward.
+Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                          int64_t padding_idx, bool scale_grad_by_freq);
+// torch.embedding_renorm_: each row of `weight` named in `indices` whose norm_type-norm
+// exceeds max_norm is scaled, in place, by max_norm / (norm + 1e-7).
+void embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type);
+
+// Layer normalisation over the trailing dims `normalized_shape` of `input`, viewed as
+// [M, N] (N = numel(normalized_shape)): y = (x - mean) * rstd * weight + bias, with the
+// biased variance and rstd = 1 / sqrt(var + eps). weight and bias ([normalized_shape])
+// may be undefined. Returns (output, mean [M], rstd [M]); mean and rstd are float32 for
+// bfloat16 input, else of the input's dtype.
+std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, const Shape& normalized_shape,
+                                              const Tensor& weight, const Tensor& bias, double eps);
+// Gradients with respect to (input, weight, bias) where output_mask asks for them, from
+// the forward's mean and rstd.
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                       const Shape& normalized_shape, const Tensor& mean,
+                                                       const Tensor& rstd, const Tensor& weight,
+                                                       std::array<bool, 3> output_mask);
+
+// GELU, as torch.nn.functional.gelu (GeluApproximate is declared above, outside native::).
+Tensor gelu(const Tensor& input, GeluApproximate approximate);
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& input, GeluApproximate approximate);
+// The error function, element-wise.
+Tensor erf(const Tensor& input);
 
 // Softmax family along `dim`, and the negative log-likelihood loss.
 Tensor log_softmax(const Tensor& self, int64_t dim);

@@ -144,6 +144,7 @@ class Tensor {
   Tensor relu() const;
   Tensor sigmoid() const;
   Tensor tanh() const;
+  Tensor erf() const;
   Tensor pow(double exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor sum() const;

@@ -138,6 +138,20 @@ std::vector<OpCase> op_cases() {
        [](L x) { return ts::cross_entropy(x[0], labels({0, 1, 2, 3, 0})); }},
       {"dropout", [] { return TensorList{leaf({4, 6}, 58)}; },
        [](L x) { return ts::dropout(x[0], 0.3, true, {.seed = 1, .stream = 2, .step = 3}); }},
+      // Transformer layers. Embedding's padding_idx and scale_grad_by_freq change the
+      // gradient on purpose (no longer the derivative), so only the plain lookup is checked
+      // here; tests/golden checks those options against PyTorch.
+      {"layer_norm", [] { return TensorList{leaf({3, 2, 5}, 101, -2, 2), leaf({5}, 102, 0.5, 1.5), leaf({5}, 103)}; },
+       [](L x) { return ts::layer_norm(x[0], {5}, x[1], x[2]); }},
+      {"layer_norm two dims, no affine, non-contiguous", [] { return TensorList{leaf({2, 3, 4}, 104, -1, 1, true)}; },
+       [](L x) { return ts::layer_norm(x[0], {3, 4}, {}, {}, 1e-3); }},
+      {"layer_norm weight only, long rows", [] { return TensorList{leaf({2, 37}, 105, -1, 3), leaf({37}, 106, 0.5, 1.5)}; },
+       [](L x) { return ts::layer_norm(x[0], {37}, x[1]); }},
+      {"gelu", [] { return TensorList{leaf({3, 7}, 107, -3, 3, true)}; }, [](L x) { return ts::gelu(x[0]); }},
+      {"gelu tanh", [] { return TensorList{leaf({9}, 108, -4, 4)}; }, [](L x) { return ts::gelu(x[0], "tanh"); }},
+      {"erf", [] { return TensorList{leaf({2, 5}, 109, -2, 2)}; }, [](L x) { return x[0].erf(); }},
+      {"embedding, repeated indices", [] { return TensorList{leaf({6, 3}, 110)}; },
+       [](L x) { return ts::embedding(ts::tensor<int64_t>({4, 0, 4, 5, 2, 4}, {2, 3}), x[0]); }},
       // Views, copies and joins.
       {"view reshape flatten", [] { return TensorList{leaf({2, 3, 4}, 59)}; },
        [](L x) { return x[0].view({6, 4}).reshape({4, 6}).flatten() * ts::arange(24, {.dtype = DType::f64}); }},

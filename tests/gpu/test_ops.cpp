@@ -346,6 +346,41 @@ std::vector<OpCase> op_cases() {
          auto [all_dropped, keep_none] = native::dropout(x[0].detach(), 1.0, {.seed = 7});
          return TensorList{out, mask, none_dropped, keep_all, all_dropped, keep_none};
        }},
+      // ---- Transformer layers: layer norm, GELU, erf, embedding ----
+      {"layer_norm", floats,
+       [](DType d) { return TensorList{uniform({4, 7, 33}, 120, d, -2, 2), uniform({33}, 121, d, 0.5, 1.5), uniform({33}, 122, d)}; },
+       [](L x) { return one(ts::layer_norm(x[0], {33}, x[1], x[2])); }},
+      {"layer_norm GPT-2 width, 200 rows (chunked weight gradient)", floats,
+       [](DType d) { return TensorList{uniform({200, 768}, 123, d, -1, 3), uniform({768}, 124, d, 0.5, 1.5), uniform({768}, 125, d)}; },
+       [](L x) { return one(ts::layer_norm(x[0], {768}, x[1], x[2])); }},
+      {"layer_norm two dims, no affine, transposed; weight only", floats,
+       [](DType d) { return TensorList{uniform({3, 4, 6}, 126, d, -1, 1, true), uniform({6}, 127, d, 0.5, 1.5)}; },
+       [](L x) { return one(ts::layer_norm(x[0], {4, 6}) + ts::layer_norm(x[0], {6}, x[1])); }},
+      {"layer_norm saved statistics (native)", floats, [](DType d) { return TensorList{uniform({5, 300}, 128, d, -4, 6)}; },
+       [](L x) {
+         auto [out, mean, rstd] = native::layer_norm(x[0].detach(), {300}, {}, {}, 1e-5);
+         return TensorList{out, mean, rstd};
+       }},
+      {"gelu, gelu tanh, erf", floats, [](DType d) { return TensorList{uniform({3, 1001}, 129, d, -6, 6)}; },
+       [](L x) { return TensorList{ts::gelu(x[0]) + ts::gelu(x[0], "tanh") * 0.5 + x[0].erf(), ts::gelu(x[0], "tanh")}; }},
+      {"gelu transposed", floats, [](DType d) { return TensorList{uniform({5, 8}, 130, d, -3, 3, true)}; },
+       [](L x) { return one(ts::gelu(x[0])); }},
+      {"embedding, repeated indices", floats,
+       [](DType d) { return TensorList{uniform({10, 6}, 131, d), uniform({3, 5}, 132, i64, 0, 10)}; },
+       [](L x) { return one(ts::embedding(x[1], x[0])); }},
+      {"embedding, many repeats (sorted segments)", floats,
+       [](DType d) { return TensorList{uniform({1000, 64}, 133, d), uniform({8, 128}, 134, i64, 0, 50)}; },
+       [](L x) { return one(ts::embedding(x[1], x[0])); }},
+      {"embedding padding_idx, scale_grad_by_freq", floats,
+       [](DType d) { return TensorList{uniform({7, 9}, 135, d), uniform({40}, 136, i64, 0, 7)}; },
+       [](L x) { return one(ts::embedding(x[1], x[0], {.padding_idx = 3, .scale_grad_by_freq = true})); }},
+      {"embedding max_norm (rows renormalised in place)", floats,
+       [](DType d) { return TensorList{uniform({12, 5}, 137, d, -2, 2), uniform({2, 9}, 138, i64, 0, 12)}; },
+       [](L x) {
+         Tensor out = ts::embedding(x[1], x[0], {.max_norm = 1.0});
+         Tensor out_p1 = ts::embedding(x[1], x[0].detach(), {.max_norm = 0.5, .norm_type = 1.0});
+         return TensorList{out, out_p1, x[0].detach().clone()};
+       }},
       // ---- Views, copies, conversions, devices, joins ----
       {"view reshape flatten", floats, [](DType d) { return TensorList{uniform({2, 3, 4}, 92, d)}; },
        [](L x) { return one(x[0].view({6, 4}).reshape({4, 6}).flatten() * ts::arange(24, {.dtype = x[0].dtype(), .device = x[0].device()})); }},
@@ -498,6 +533,12 @@ std::vector<OpCase> op_cases() {
       {"bfloat16 conv2d", {bf16},
        [](DType d) { return TensorList{uniform({2, 4, 10, 10}, 116, d), uniform({8, 4, 3, 3}, 117, d, -0.3, 0.3), uniform({8}, 118, d)}; },
        [](L x) { return one(ts::conv2d(x[0], x[1], x[2], {.stride = 1, .padding = 1})); }},
+      {"bfloat16 layer_norm, gelu, embedding", {bf16},
+       [](DType d) { return TensorList{uniform({6, 96}, 139, d, -2, 2), uniform({96}, 140, d, 0.5, 1.5), uniform({96}, 141, d), uniform({4, 5}, 142, i64, 0, 6)}; },
+       [](L x) {
+         Tensor normed = ts::layer_norm(x[0], {96}, x[1], x[2]);
+         return TensorList{ts::gelu(normed, "tanh") + ts::embedding(x[3], x[0]).sum({0, 1}) * 0.1};
+       }},
       {"bfloat16 dropout and pooling (forward)", {bf16}, [](DType d) { return TensorList{uniform({2, 3, 8, 8}, 119, d)}; },
        [](L x) {
          auto [pooled, indices] = native::max_pool2d(x[0].detach(), {});
