@@ -6,3 +6,4 @@
 #include "tessera/nn/init.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"
+#include "tessera/nn/sharded_parameter.h"

@@ -172,7 +172,7 @@ TEST_CASE("metadata with overlapping, oversized or missing ranges is refused wit
   expect([&](json::Value& m) { slice(m, 0, 0).set("name", "fc9._flat_param"); }, "unexpected tensor");
   expect([&](json::Value& m) { m.set("world_size", 3); }, "2 files for a world of 3");
   expect([&](json::Value& m) { m.set("world_size", int64_t{1} << 40); }, "world_size");
-  expect([&](json::Value& m) { m.set("version", 2); }, "reads up to version 1");
+  expect([&](json::Value& m) { m.set("version", 3); }, "reads up to version 2");
   expect([&](json::Value& m) { m.set("format", "something-else"); }, "is not \"tessera.sharded-checkpoint\"");
   expect([&](json::Value& m) { m.set("crc32c_chunk_bytes", 12); }, "multiple of 8");
   expect([&](json::Value& m) { m.as_object()[5].second.as_array()[1].set("name", "../../etc/passwd"); }, "should be");
