@@ -263,7 +263,8 @@ inline int check_param_groups(const optim::Optimizer& optimizer, const std::stri
     if (key.rfind(prefix, 0) != 0) continue;
     const std::string name = "param_groups." + key.substr(prefix.size());
     CAPTURE(name);
-    REQUIRE(mine.contains(name));
+    CHECK(mine.contains(name));  // not REQUIRE: the dist tests use this too, and ranks must stay in step
+    if (!mine.contains(name)) continue;
     CHECK(same_bits(mine.at(name), expected));
     ++compared;
   }
