@@ -64,7 +64,7 @@ std::string names_of(const std::vector<std::string>& names) {
 }
 
 // The checkpoint's optimizer state in Optimizer::state_dict's layout for `optimizer`: its
-// groups must hold the same parameters (by name, in order) as the checkpoint's; each
+// groups must hold the same parameters (by name) as the checkpoint's; each
 // parameter's per-element state is its segment of this rank's shard of the unit's flat
 // state (the whole shard for a flat-shard parameter).
 StateDict prepare_optimizer(const FlatSource& source, const ModelView& view, const optim::Optimizer& optimizer,
@@ -84,9 +84,11 @@ StateDict prepare_optimizer(const FlatSource& source, const ModelView& view, con
     std::vector<std::string> names;
     const size_t count = optimizer.params(g).size();
     for (size_t i = first; i < first + count; ++i) names.push_back(view.optimizer_params[i].name);
-    TS_CHECK(names == record.params, ValueError, what, ": parameter group ", g, " of the checkpoint holds ",
-             names_of(record.params), " but the optimizer's holds ", names_of(names),
-             " (build the optimizer's groups as the saved run did)");
+    // State is matched by name, so only the membership of a group matters, not its order.
+    TS_CHECK(std::set<std::string>(names.begin(), names.end()) ==
+                 std::set<std::string>(record.params.begin(), record.params.end()),
+             ValueError, what, ": parameter group ", g, " of the checkpoint holds ", names_of(record.params),
+             " but the optimizer's holds ", names_of(names), " (build the optimizer's groups as the saved run did)");
     const std::string prefix = "param_groups." + std::to_string(g) + ".";
     for (const auto& [name, value] : record.hyperparameters) out.insert(prefix + name, value);
     std::vector<int64_t> indices(count);

@@ -217,9 +217,9 @@ StateDict step_lr_state_from_v1(const StateDict& old) {
   StateDict state;
   for (const auto& [key, value] : old) {
     if (key == "base_lr") {
-      state.insert("base_lrs", value.to(DType::f64).reshape({1}));
+      state.insert("base_lrs", tensor<double>({value.item<double>()}));
     } else if (key == "last_lr") {
-      state.insert("_last_lr", value.to(DType::f64).reshape({1}));
+      state.insert("_last_lr", tensor<double>({value.item<double>()}));
     } else {
       state.insert(key, value);
     }
