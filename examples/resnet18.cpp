@@ -238,7 +238,7 @@ int run(int argc, char** argv) {
     int64_t samples = 0;
     for (const data::Batch& batch : train_loader.epoch(epoch)) {
       optimizer.zero_grad();
-      ts::Tensor output = (*model)(batch.data);
+      ts::Tensor output = model(batch.data);
       ts::Tensor loss = ts::cross_entropy(output, batch.target, kSummed) /
                         static_cast<double>(batch.global_rows);
       loss.backward();
@@ -264,7 +264,7 @@ int run(int argc, char** argv) {
     {
       ts::NoGradGuard no_grad;
       for (const data::Batch& batch : val_loader.epoch(0)) {
-        ts::Tensor output = (*model)(batch.data);
+        ts::Tensor output = model(batch.data);
         if (batch.rows() > 0) {
           double loss = ts::cross_entropy(output, batch.target, kSummed).to(ts::DType::f64).item<double>();
           double correct = (output.argmax(1) == batch.target).sum().to(ts::DType::f64).item<double>();

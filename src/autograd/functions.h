@@ -7,16 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/op_options.h"
 #include "tessera/tensor/random.h"
 #include "tessera/tensor/size2.h"
 #include "tessera/tensor/tensor.h"
 
 namespace tessera {
-
-using native::Conv2dOptions;
-using native::DropoutKey;
-using native::Reduction;
 
 // Element-wise, with broadcasting.
 Tensor add(const Tensor& a, const Tensor& b);
@@ -66,7 +62,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // Convolution and pooling, NCHW.
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dFuncOptions& options = {});
 // stride defaults to kernel_size, as in PyTorch.
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                   Size2 padding = 0);

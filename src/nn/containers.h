@@ -32,9 +32,6 @@
 
 namespace tessera::nn {
 
-// "Block" for a class tessera::models::Block: the class's own name, as type_name() gives it.
-std::string class_name_of(const std::type_info& type);
-
 // The module `module` as an M, or a ValueError naming `where` and both types.
 template <class M>
 M& module_as(Module& module, const std::string& where) {
@@ -95,7 +92,6 @@ class ModuleList : public Module {
   Iterator end() const { return Iterator(modules_.end()); }
 
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "ModuleList"; }
   bool is_container() const override { return true; }
 
  private:
@@ -153,7 +149,6 @@ class ModuleDict : public Module {
   Iterator end() const { return Iterator(items_.end()); }
 
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "ModuleDict"; }
   bool is_container() const override { return true; }
 
  private:

@@ -179,7 +179,7 @@ TEST_CASE("two equal-size parameters in one unit keep their order") {
   // One unit holding a.weight and b.weight, the same shape: a swapped layout would load
   // each into the other.
   struct Pair : ts::nn::Module {
-    ts::nn::Linear a{5, 5, false}, b{5, 5, false};
+    ts::nn::Linear a{5, 5, {.bias = false}}, b{5, 5, {.bias = false}};
     Pair() { register_modules({{"a", a}, {"b", b}}); }
     Tensor forward(Tensor x) override { return b(a(x)); }
   };

@@ -51,7 +51,7 @@ Tensor rank_loss(ts::nn::Module& model, const Data& data, int step, ts::data::Ro
          static_cast<double>(kGlobalBatch);
 }
 
-std::unique_ptr<ts::models::ResNet> narrow_resnet() {
+ts::nn::ModuleHolder<ts::models::ResNet> narrow_resnet() {
   auto model = ts::models::resnet18(kNarrow);
   model->to(DType::f64);
   model->reset_parameters(kSeed);
@@ -175,6 +175,6 @@ TEST_CASE("ResNet with one FSDP unit per BasicBlock trains like its one-process 
   model->eval();
   ts::NoGradGuard no_grad;
   const int64_t rows = world->rank() == 0 ? 2 : 0;
-  Tensor out = (*model)(data.images[0].narrow(0, 0, rows));
+  Tensor out = model(data.images[0].narrow(0, 0, rows));
   CHECK(out.sizes() == ts::Shape{rows, 5});
 }

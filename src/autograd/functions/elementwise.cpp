@@ -3,6 +3,7 @@
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
 #include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

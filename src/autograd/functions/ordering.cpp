@@ -3,6 +3,7 @@
 // from the end; multinomial draws integers and has no gradient.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 
