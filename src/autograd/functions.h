@@ -175,8 +175,12 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
 Tensor cumsum(const Tensor& x, int64_t dim);
 // Category indices drawn from the rows of probs ([C] or [N, C], non-negative weights, not
 // necessarily normalised), as torch.multinomial: int64 [num_samples] or [N, num_samples].
-// The draws come from `generator` (counter-based, like every random op here), so they
-// differ from PyTorch's; the distribution is the same (see native.h).
+// The draws come from `generator`, or else the default generator (random.h); they are
+// counter-based, like every random op here, so they differ from PyTorch's while the
+// distribution is the same: with replacement, sample s of row r inverts the row's CDF at
+// uniform element r * num_samples + s; without, row r keeps the num_samples largest
+// probs[r, c] / E[r, c] for exponential draws E (sequential sampling without replacement).
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator);
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 }  // namespace tessera

@@ -33,7 +33,9 @@ bool is_deferred(const Tensor& t) { return t.defined() && t.storage()->is_deferr
 
 Tensor Module::deferred_parameter(const Shape& shape, const InitRule& rule, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  PendingInit pending{rule, dtype, "", 0};
+  // Keyed by the default generator's seed, so ts::manual_seed(s) before building a model
+  // sets its initialisation, as in PyTorch (reset_parameters re-keys it later).
+  PendingInit pending{rule, dtype, "", initial_seed()};
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype),
                                             Device::cpu(), std::move(pending));
   impl->sizes = shape;

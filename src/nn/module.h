@@ -17,11 +17,14 @@
 // Parameters start deferred: they know their shape and init rule and take memory only on
 // first use, with values keyed by (seed, full dotted name, element index). So a model is
 // the same whatever the world size, and FSDP can fill each rank's shard without building
-// the full model. reset_parameters(seed) re-keys every parameter to a new seed.
+// the full model. The seed is the default generator's when the parameter is made
+// (ts::manual_seed, tensor/random.h; 0 unless set); reset_parameters(seed) re-keys every
+// parameter to another.
 #pragma once
 
 #include <functional>
 #include <iosfwd>
+#include <typeinfo>
 #include <memory>
 #include <string>
 #include <utility>

@@ -181,6 +181,7 @@ class Tensor {
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   Tensor cumsum(int64_t dim) const;
   Tensor multinomial(int64_t num_samples, bool replacement, Generator& generator) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false) const;  // the default generator
   Tensor logical_not() const;
   Tensor logical_and(const Tensor& other) const;
   Tensor logical_or(const Tensor& other) const;
