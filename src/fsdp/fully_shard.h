@@ -134,6 +134,17 @@ class NoSyncScope {
 // Full parameters inside the scope: every unit gathered, every parameter a view of its
 // full buffer. With writeback, changes made to the parameters are copied into the shards
 // when the scope ends. Collective.
+//
+//   {
+//     ts::fsdp::SummonFullParams full(model);
+//     ... read or change model's parameters ...
+//     full.end();                   // writes back and reshards; a failure throws here
+//   }
+//
+// end() is where a failure shows; without it the destructor ends the scope, and throws
+// from there only when no other exception is unwinding the stack (a second exception
+// would terminate the program): then the first exception wins and the scope's own error is
+// dropped.
 class SummonFullParams {
  public:
   explicit SummonFullParams(nn::Module& root, bool writeback = true);
@@ -141,9 +152,14 @@ class SummonFullParams {
   SummonFullParams(const SummonFullParams&) = delete;
   SummonFullParams& operator=(const SummonFullParams&) = delete;
 
+  // Writes back (with writeback) and reshards every unit; once.
+  void end();
+
  private:
   nn::Module& root_;
   bool writeback_;
+  bool ended_ = false;
+  int exceptions_at_start_;  // std::uncaught_exceptions() when the scope began
 };
 
 // Module::apply with full parameters and writeback (the seed article's FSDP.apply).
