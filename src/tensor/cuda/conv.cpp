@@ -3,10 +3,17 @@
 // The shapes come from kernel_shapes.h (conv_geometry), as on the CPU; cuDNN only does
 // the arithmetic. For each (device, dtype, input shape, weight shape, options, TF32) key
 // the descriptors are built once and cached, and each direction's algorithm is chosen
-// once, on first use, from cuDNN's heuristics (cudnnGet*Algorithm_v7, as PyTorch does
-// when cudnn.benchmark is off): the first one that succeeds for this problem, allowed by
-// the TF32 policy, and whose workspace size cuDNN can state. Workspaces come from the
-// caching allocator, so a steady training step allocates nothing new.
+// once, on first use: cuDNN's heuristics rank the candidates (cudnnGet*Algorithm_v7, as
+// PyTorch does when cudnn.benchmark is off), those the TF32 policy forbids are dropped,
+// and the rest are run in rank order until one succeeds (first_that_runs.h): one that
+// returns NOT_SUPPORTED, or whose workspace does not fit, gives way to the next. The one
+// that ran is cached. Workspaces come from the caching allocator, so a steady training
+// step allocates nothing new.
+//
+// Bias: where cuDNN can fuse it (float32/float64 with the implicit-precomputed-GEMM
+// algorithm, the one cudnnConvolutionBiasActivationForward supports with an identity
+// activation) the forward adds it in the convolution's epilogue; otherwise, or if the
+// fused call refuses, it is a broadcast add after the convolution.
 //
 // Precision: float32 descriptors use CUDNN_FMA_MATH (no TF32) unless set_allow_tf32(true);
 // float64 runs in float64; bfloat16 data accumulates in float32.
@@ -24,7 +31,10 @@
 #include <optional>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/first_that_runs.h"
 #include "tessera/tensor/cuda/handles.h"
 
 namespace tessera::cuda {
@@ -75,12 +85,18 @@ struct ConvPlan {
   std::optional<AlgorithmChoice<cudnnConvolutionFwdAlgo_t>> forward;
   std::optional<AlgorithmChoice<cudnnConvolutionBwdDataAlgo_t>> backward_data;
   std::optional<AlgorithmChoice<cudnnConvolutionBwdFilterAlgo_t>> backward_filter;
+  // The fused bias epilogue: its descriptors once used; off for good once cuDNN refuses it.
+  cudnnTensorDescriptor_t bias = nullptr;
+  cudnnActivationDescriptor_t identity = nullptr;
+  bool bias_fusable = false;
 
   ~ConvPlan() {  // cache entries live until exit; this runs only if building one failed
     if (input) cudnnDestroyTensorDescriptor(input);
     if (output) cudnnDestroyTensorDescriptor(output);
     if (weight) cudnnDestroyFilterDescriptor(weight);
     if (convolution) cudnnDestroyConvolutionDescriptor(convolution);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (identity) cudnnDestroyActivationDescriptor(identity);
   }
 };
 
@@ -120,6 +136,7 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, DType dtype, bool tf
            ": cuDNN computes an output of [", n, ", ", c, ", ", h, ", ", w, "], Tessera [", g.batch, ", ",
            g.out_channels, ", ", g.out_h, ", ", g.out_w, "]");
   TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->output, CUDNN_TENSOR_NCHW, types.data, n, c, h, w));
+  plan->bias_fusable = types.data == types.compute;  // float32 or float64 data
   return plan;
 }
 
@@ -141,42 +158,100 @@ bool uses_tensor_cores(cudnnMathType_t math) {
   return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
-// The first of cuDNN's ranked candidates that it reports as working for this problem,
-// that the TF32 policy allows, and whose workspace size it can state.
-template <class Algo, class Perf, class GetCandidates, class WorkspaceSize>
-AlgorithmChoice<Algo> choose_algorithm(ConvPlan& plan, bool fma_only, int max_candidates,
-                                       GetCandidates get_candidates, WorkspaceSize workspace_size, const char* op,
-                                       const ConvGeometry& g) {
-  // Ask with the policy's math type, not whatever the previous direction left set.
-  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
-  std::vector<Perf> candidates(static_cast<size_t>(std::max(max_candidates, 1)));
-  int returned = 0;
-  get_candidates(static_cast<int>(candidates.size()), &returned, candidates.data());
-  for (int i = 0; i < returned; ++i) {
-    const Perf& perf = candidates[i];
-    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
-    if (fma_only && uses_tensor_cores(perf.mathType)) continue;
-    const cudnnMathType_t math = fma_only ? CUDNN_FMA_MATH : perf.mathType;
-    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, math));
-    size_t bytes = 0;
-    if (workspace_size(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-    return {perf.algo, math, bytes};
-  }
-  throw CudaError(detail::concat(op, ": cuDNN offers no usable algorithm for input [", g.batch, ", ", g.channels,
-                                 ", ", g.height, ", ", g.width, "] and weight [", g.out_channels, ", ", g.channels,
-                                 ", ", g.kernel_h, ", ", g.kernel_w, "] (", returned, " candidates)"));
-}
-
 Tensor workspace(size_t bytes, Device device) {
   return bytes == 0 ? Tensor() : empty({static_cast<int64_t>(bytes)}, DType::u8, device);
 }
 
 void* data_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+std::string problem_str(const ConvGeometry& g) {
+  return detail::concat("input [", g.batch, ", ", g.channels, ", ", g.height, ", ", g.width, "] and weight [",
+                        g.out_channels, ", ", g.channels, ", ", g.kernel_h, ", ", g.kernel_w, "]");
+}
+
+// Runs one direction of `plan` with its cached algorithm or, on first use, with the first
+// of cuDNN's ranked candidates that runs (and caches that one). `ranked(requested,
+// returned, results)` asks the heuristics; `workspace_size(algorithm, bytes)` and
+// `execute(algorithm, workspace, bytes)` return cuDNN's status.
+template <class Algo, class Perf, class Ranked, class WorkspaceSize, class Execute>
+void run_direction(ConvPlan& plan, std::optional<AlgorithmChoice<Algo>>& choice, int max_candidates, bool fma_only,
+                   Device device, Ranked ranked, WorkspaceSize workspace_size, Execute execute, const char* op,
+                   const ConvGeometry& g) {
+  if (choice) {
+    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, choice->math));
+    Tensor scratch = workspace(choice->workspace_bytes, device);
+    TS_CUDNN_CHECK(execute(choice->algorithm, data_or_null(scratch), choice->workspace_bytes));
+    return;
+  }
+  // Ask with the policy's math type, not whatever the previous direction left set.
+  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  std::vector<Perf> results(static_cast<size_t>(std::max(max_candidates, 1)));
+  int returned = 0;
+  ranked(static_cast<int>(results.size()), &returned, results.data());
+  std::vector<AlgorithmChoice<Algo>> candidates;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& perf = results[static_cast<size_t>(i)];
+    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
+    if (fma_only && uses_tensor_cores(perf.mathType)) continue;
+    candidates.push_back({perf.algo, fma_only ? CUDNN_FMA_MATH : perf.mathType, 0});
+  }
+  std::string report;
+  const int ran = first_that_runs(candidates, [&](AlgorithmChoice<Algo>& candidate) -> std::string {
+    const std::string name = detail::concat("algorithm ", static_cast<int>(candidate.algorithm));
+    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, candidate.math));
+    cudnnStatus_t status = workspace_size(candidate.algorithm, &candidate.workspace_bytes);
+    if (status != CUDNN_STATUS_SUCCESS) return detail::concat(name, ": no workspace size (", cudnnGetErrorString(status), ")");
+    Tensor scratch;
+    try {
+      scratch = workspace(candidate.workspace_bytes, device);
+    } catch (const CudaError&) {
+      return detail::concat(name, ": its ", candidate.workspace_bytes, "-byte workspace does not fit on ", device.str());
+    }
+    status = execute(candidate.algorithm, data_or_null(scratch), candidate.workspace_bytes);
+    if (status != CUDNN_STATUS_SUCCESS) {
+      cudaGetLastError();  // a refused launch leaves nothing sticky; clear what it may have set
+      return detail::concat(name, ": ", cudnnGetErrorString(status));
+    }
+    return "";
+  }, report);
+  TS_CHECK(ran >= 0, CudaError, op, ": no cuDNN algorithm runs for ", problem_str(g), " (", returned,
+           " ranked by the heuristics, ", candidates.size(), " allowed by the TF32 policy",
+           report.empty() ? std::string() : ": " + report, ")");
+  choice = candidates[static_cast<size_t>(ran)];
+}
+
 void check_sizes(const ConvGeometry& g, const char* op) {
   check_element_count({g.batch, g.channels, g.height, g.width}, op);
   check_element_count({g.batch, g.out_channels, g.out_h, g.out_w}, op);
   check_element_count({g.out_channels, g.channels, g.kernel_h, g.kernel_w}, op);
+}
+
+// Adds the bias in the forward's epilogue when cuDNN can: returns false when it did not.
+bool fused_bias_forward(ConvPlan& plan, cudnnHandle_t handle, const CudnnScalars& scalars, const Tensor& input,
+                        const Tensor& weight, const Tensor& bias, cudnnConvolutionFwdAlgo_t algorithm,
+                        void* scratch, size_t scratch_bytes, Tensor& out, cudnnStatus_t& status) {
+  if (!bias.defined() || !plan.bias_fusable || algorithm != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) {
+    return false;
+  }
+  if (plan.bias == nullptr) {
+    cudnnDataType_t data = CUDNN_DATA_FLOAT;
+    int n = 0, c = 0, h = 0, w = 0, ns = 0, cs = 0, hs = 0, ws = 0;
+    TS_CUDNN_CHECK(cudnnGetTensor4dDescriptor(plan.output, &data, &n, &c, &h, &w, &ns, &cs, &hs, &ws));
+    TS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.bias));
+    TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.bias, CUDNN_TENSOR_NCHW, data, 1, c, 1, 1));
+    TS_CUDNN_CHECK(cudnnCreateActivationDescriptor(&plan.identity));
+    TS_CUDNN_CHECK(cudnnSetActivationDescriptor(plan.identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0.0));
+  }
+  // y = identity(1 * conv(x) + 0 * y + bias).
+  status = cudnnConvolutionBiasActivationForward(handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
+                                                 weight.data_ptr(), plan.convolution, algorithm, scratch,
+                                                 scratch_bytes, scalars.beta(), plan.output, out.data_ptr(),
+                                                 plan.bias, bias.data_ptr(), plan.identity, plan.output,
+                                                 out.data_ptr());
+  if (status == CUDNN_STATUS_SUCCESS) return true;
+  cudaGetLastError();
+  plan.bias_fusable = false;  // refused once: the plain forward and an add from now on
+  return false;
 }
 
 }  // namespace
@@ -192,40 +267,44 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   const Device device = input_in.device();
   Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, dtype, device);
   if (out.numel() == 0) return out;
+  bool bias_added = false;
   if (g.patch() == 0) {
     cuda::fill_(out, 0.0);
   } else {
     check_sizes(g, "conv2d");
     Tensor input = contiguous(input_in), weight = contiguous(weight_in);
+    Tensor bias_data = bias.defined() ? contiguous(bias) : Tensor();
     const bool tf32 = allow_tf32();
     CudnnLease cudnn = cudnn_handle(device.index);
     ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d");
-    const bool fma_only = dtype == DType::f32 && !tf32;
-    if (!plan.forward) {
-      int max_candidates = 0;
-      TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn.handle, &max_candidates));
-      plan.forward = choose_algorithm<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t>(
-          plan, fma_only, max_candidates,
-          [&](int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
-            TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn.handle, plan.input, plan.weight,
-                                                                  plan.convolution, plan.output, requested, returned,
-                                                                  results));
-          },
-          [&](cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
-            return cudnnGetConvolutionForwardWorkspaceSize(cudnn.handle, plan.input, plan.weight, plan.convolution,
-                                                           plan.output, algorithm, bytes);
-          },
-          "conv2d", g);
-    }
-    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.forward->math));
-    Tensor scratch = workspace(plan.forward->workspace_bytes, device);
+    int max_candidates = 0;
+    if (!plan.forward) TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn.handle, &max_candidates));
     const CudnnScalars scalars{.use_double = types.double_scalars};
-    TS_CUDNN_CHECK(cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
-                                           weight.data_ptr(), plan.convolution, plan.forward->algorithm,
-                                           data_or_null(scratch), plan.forward->workspace_bytes, scalars.beta(),
-                                           plan.output, out.data_ptr()));
+    run_direction<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t>(
+        plan, plan.forward, max_candidates, dtype == DType::f32 && !tf32, device,
+        [&](int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
+          TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn.handle, plan.input, plan.weight,
+                                                                plan.convolution, plan.output, requested, returned,
+                                                                results));
+        },
+        [&](cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(cudnn.handle, plan.input, plan.weight, plan.convolution,
+                                                         plan.output, algorithm, bytes);
+        },
+        [&](cudnnConvolutionFwdAlgo_t algorithm, void* scratch, size_t bytes) {
+          cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+          bias_added = fused_bias_forward(plan, cudnn.handle, scalars, input, weight, bias_data, algorithm, scratch,
+                                          bytes, out, status);
+          if (bias_added) return status;
+          return cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
+                                         weight.data_ptr(), plan.convolution, algorithm, scratch, bytes,
+                                         scalars.beta(), plan.output, out.data_ptr());
+        },
+        "conv2d", g);
   }
-  if (bias.defined()) cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
+  if (bias.defined() && !bias_added) {
+    cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
+  }
   return out;
 }
 
@@ -249,31 +328,26 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
   const bool tf32 = allow_tf32();
   CudnnLease cudnn = cudnn_handle(device.index);
   ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_input");
-  const bool fma_only = dtype == DType::f32 && !tf32;
-  if (!plan.backward_data) {
-    int max_candidates = 0;
-    TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn.handle, &max_candidates));
-    plan.backward_data = choose_algorithm<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t>(
-        plan, fma_only, max_candidates,
-        [&](int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-          TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn.handle, plan.weight, plan.output,
-                                                                     plan.convolution, plan.input, requested,
-                                                                     returned, results));
-        },
-        [&](cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn.handle, plan.weight, plan.output,
-                                                              plan.convolution, plan.input, algorithm, bytes);
-        },
-        "conv2d_backward_input", g);
-  }
-  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_data->math));
-  Tensor scratch = workspace(plan.backward_data->workspace_bytes, device);
+  int max_candidates = 0;
+  if (!plan.backward_data) TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn.handle, &max_candidates));
   const CudnnScalars scalars{.use_double = types.double_scalars};
-  TS_CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn.handle, scalars.alpha(), plan.weight, weight.data_ptr(),
-                                              plan.output, grad_output.data_ptr(), plan.convolution,
-                                              plan.backward_data->algorithm, data_or_null(scratch),
-                                              plan.backward_data->workspace_bytes, scalars.beta(), plan.input,
-                                              grad_input.data_ptr()));
+  run_direction<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t>(
+      plan, plan.backward_data, max_candidates, dtype == DType::f32 && !tf32, device,
+      [&](int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+        TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn.handle, plan.weight, plan.output,
+                                                                   plan.convolution, plan.input, requested, returned,
+                                                                   results));
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn.handle, plan.weight, plan.output, plan.convolution,
+                                                            plan.input, algorithm, bytes);
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t algorithm, void* scratch, size_t bytes) {
+        return cudnnConvolutionBackwardData(cudnn.handle, scalars.alpha(), plan.weight, weight.data_ptr(), plan.output,
+                                            grad_output.data_ptr(), plan.convolution, algorithm, scratch, bytes,
+                                            scalars.beta(), plan.input, grad_input.data_ptr());
+      },
+      "conv2d_backward_input", g);
   return grad_input;
 }
 
@@ -297,31 +371,28 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   const bool tf32 = allow_tf32();
   CudnnLease cudnn = cudnn_handle(device.index);
   ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_weight");
-  const bool fma_only = dtype == DType::f32 && !tf32;
+  int max_candidates = 0;
   if (!plan.backward_filter) {
-    int max_candidates = 0;
     TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn.handle, &max_candidates));
-    plan.backward_filter = choose_algorithm<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t>(
-        plan, fma_only, max_candidates,
-        [&](int requested, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-          TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn.handle, plan.input, plan.output,
-                                                                       plan.convolution, plan.weight, requested,
-                                                                       returned, results));
-        },
-        [&](cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn.handle, plan.input, plan.output,
-                                                                plan.convolution, plan.weight, algorithm, bytes);
-        },
-        "conv2d_backward_weight", g);
   }
-  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_filter->math));
-  Tensor scratch = workspace(plan.backward_filter->workspace_bytes, device);
   const CudnnScalars scalars{.use_double = types.double_scalars};
-  TS_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(),
-                                                plan.output, grad_output.data_ptr(), plan.convolution,
-                                                plan.backward_filter->algorithm, data_or_null(scratch),
-                                                plan.backward_filter->workspace_bytes, scalars.beta(), plan.weight,
-                                                grad_weight.data_ptr()));
+  run_direction<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t>(
+      plan, plan.backward_filter, max_candidates, dtype == DType::f32 && !tf32, device,
+      [&](int requested, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+        TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn.handle, plan.input, plan.output,
+                                                                     plan.convolution, plan.weight, requested,
+                                                                     returned, results));
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn.handle, plan.input, plan.output,
+                                                              plan.convolution, plan.weight, algorithm, bytes);
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t algorithm, void* scratch, size_t bytes) {
+        return cudnnConvolutionBackwardFilter(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(),
+                                              plan.output, grad_output.data_ptr(), plan.convolution, algorithm,
+                                              scratch, bytes, scalars.beta(), plan.weight, grad_weight.data_ptr());
+      },
+      "conv2d_backward_weight", g);
   return grad_weight;
 }
 
