@@ -104,6 +104,32 @@ struct ComparisonFunctor {
   __device__ uint8_t operator()(T a, T b) const { return apply_comparison(op, load(a), load(b)); }
 };
 
+// A Python-number operand rides in the functor (rounded to T on the host, as the CPU's
+// 0-d tensor is): no device tensor is allocated and filled for it.
+template <class T>
+struct ScalarRightFunctor {  // op(x, scalar)
+  BinaryOp op;
+  T scalar;
+  __device__ T operator()(T x) const { return store<T>(apply_arithmetic(op, load(x), load(scalar))); }
+};
+
+template <class T>
+struct ScalarLeftFunctor {  // op(scalar, x)
+  BinaryOp op;
+  T scalar;
+  __device__ T operator()(T x) const { return store<T>(apply_arithmetic(op, load(scalar), load(x))); }
+};
+
+template <class T>
+struct ScalarComparisonFunctor {
+  BinaryOp op;
+  T scalar;
+  bool scalar_first;
+  __device__ uint8_t operator()(T x) const {
+    return scalar_first ? apply_comparison(op, load(scalar), load(x)) : apply_comparison(op, load(x), load(scalar));
+  }
+};
+
 template <class T>
 struct AddScaledFunctor {
   Compute<T> scale;
@@ -135,6 +161,12 @@ void check_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_cuda(a, op_name(op));
 }
 
+// The dtype rule of check_binary_operands, for a tensor and a Python number.
+void check_binary_dtype(BinaryOp op, DType dtype) {
+  TS_CHECK(op != BinaryOp::pow || is_floating(dtype), DTypeError, "pow: expected floating tensors, got ",
+           dtype_name(dtype));
+}
+
 }  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& self) {
@@ -162,17 +194,33 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, double b) {
-  check_defined(a, op_name(op));
-  check_cuda(a, op_name(op));
-  return cuda::binary(op, a, full({}, b, a.dtype(), a.device()));
+namespace {
+
+// op(tensor, scalar) or, with scalar_first, op(scalar, tensor), into a new tensor.
+Tensor binary_with_scalar(BinaryOp op, const Tensor& tensor, double scalar, bool scalar_first) {
+  check_defined(tensor, op_name(op));
+  check_cuda(tensor, op_name(op));
+  check_binary_dtype(op, tensor.dtype());
+  DeviceGuard guard(tensor.device());
+  Tensor out = empty(tensor.sizes(), is_comparison(op) ? DType::u8 : tensor.dtype(), tensor.device());
+  device_dispatch_all(tensor.dtype(), [&]<class T>() {
+    const T value = device_value<T>(scalar);
+    if (is_comparison(op)) {
+      map_into<uint8_t, T>(out, tensor, ScalarComparisonFunctor<T>{op, value, scalar_first});
+    } else if (scalar_first) {
+      map_into<T, T>(out, tensor, ScalarLeftFunctor<T>{op, value});
+    } else {
+      map_into<T, T>(out, tensor, ScalarRightFunctor<T>{op, value});
+    }
+  });
+  return out;
 }
 
-Tensor binary(BinaryOp op, double a, const Tensor& b) {
-  check_defined(b, op_name(op));
-  check_cuda(b, op_name(op));
-  return cuda::binary(op, full({}, a, b.dtype(), b.device()), b);
-}
+}  // namespace
+
+Tensor binary(BinaryOp op, const Tensor& a, double b) { return binary_with_scalar(op, a, b, false); }
+
+Tensor binary(BinaryOp op, double a, const Tensor& b) { return binary_with_scalar(op, b, a, true); }
 
 void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
@@ -185,7 +233,12 @@ void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
 void binary_(BinaryOp op, Tensor& a, double b) {
   check_defined(a, op_name(op));
   check_cuda(a, op_name(op));
-  cuda::binary_(op, a, full({}, b, a.dtype(), a.device()));
+  TS_CHECK(!is_comparison(op), ValueError, op_name(op), "_: comparisons have no in-place form");
+  check_binary_dtype(op, a.dtype());
+  DeviceGuard guard(a.device());
+  device_dispatch_all(a.dtype(), [&]<class T>() {
+    map_into<T, T>(a, a, ScalarRightFunctor<T>{op, device_value<T>(b)});  // each element reads then writes its own
+  });
 }
 
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
