@@ -29,7 +29,8 @@
 
 namespace tessera::cuda {
 
-// One outstanding use of a freed block by another stream.
+// One outstanding use of a freed block by another stream. Neither call may throw (a
+// device fault counts as done: it surfaces at the next checked CUDA call).
 class PendingUse {
  public:
   virtual ~PendingUse() = default;
@@ -44,7 +45,8 @@ class MemorySource {
   // A new segment of `bytes`, or null when the source has no more.
   virtual void* allocate_segment(size_t bytes) = 0;
   virtual void free_segment(void* segment, size_t bytes) = 0;
-  // The pending use, by `stream`, of a block freed now.
+  // The pending use, by `stream`, of a block freed now. Must not throw (frees happen in
+  // destructors).
   virtual std::unique_ptr<PendingUse> pending_use(void* stream) = 0;
 };
 

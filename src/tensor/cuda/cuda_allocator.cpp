@@ -13,14 +13,34 @@ namespace tessera::cuda {
 namespace {
 
 // A freed block's use by another stream: an event recorded on that stream at the free.
+// Nothing here throws (frees run in destructors): if the event cannot be had, the free
+// waits for the stream instead, and a device fault counts as done (it surfaces at the
+// next checked call).
 class StreamUse final : public PendingUse {
  public:
-  StreamUse(int device, cudaStream_t stream) : event_(device) { event_.record(stream); }
-  bool done() override { return event_.query(); }
-  void wait() override { event_.synchronize(); }
+  StreamUse(int device, cudaStream_t stream) {
+    try {
+      event_ = std::make_unique<Event>(device);
+      event_->record(stream);
+    } catch (...) {
+      event_.reset();
+      cudaStreamSynchronize(stream);
+      cudaGetLastError();
+    }
+  }
+  bool done() override {
+    if (!event_) return true;
+    const cudaError_t status = cudaEventQuery(event_->handle());
+    if (status == cudaSuccess) return true;
+    cudaGetLastError();
+    return status != cudaErrorNotReady;
+  }
+  void wait() override {
+    if (event_ && cudaEventSynchronize(event_->handle()) != cudaSuccess) cudaGetLastError();
+  }
 
  private:
-  Event event_;
+  std::unique_ptr<Event> event_;
 };
 
 // Segments from cudaMalloc; null when the device is out of memory.
@@ -42,11 +62,13 @@ class DeviceMemory final : public MemorySource {
 
   void free_segment(void* segment, size_t) override {
     DeviceGuard guard(device_);
-    TS_CUDA_CHECK(cudaFree(segment));  // waits for the device: nothing queued can still use it
+    // cudaFree waits for the device: nothing queued can still use the segment. A fault
+    // from an earlier kernel surfaces at the next checked call instead of here.
+    if (cudaFree(segment) != cudaSuccess) cudaGetLastError();
   }
 
   std::unique_ptr<PendingUse> pending_use(void* stream) override {
-    return std::make_unique<StreamUse>(device_, static_cast<cudaStream_t>(stream));
+    return stream_use(device_, static_cast<cudaStream_t>(stream));
   }
 
  private:
@@ -135,6 +157,10 @@ CachingAllocator& allocator_of(int device_index) {
 }  // namespace
 
 Allocator& caching_allocator(int device_index) { return allocator_of(device_index); }
+
+std::unique_ptr<PendingUse> stream_use(int device, cudaStream_t stream) {
+  return std::make_unique<StreamUse>(device, stream);
+}
 
 CachingAllocatorStats caching_allocator_figures(int device_index) { return allocator_of(device_index).figures(); }
 

@@ -15,6 +15,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
+
 #include "tessera/tensor/allocator.h"
 #include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/tensor.h"
@@ -25,6 +27,10 @@ Allocator& caching_allocator(int device_index);
 CachingAllocatorStats caching_allocator_figures(int device_index);
 // Waits for the device, then returns every wholly free segment to the driver.
 void release_cached_blocks(int device_index);
+// A block's pending use by another stream (record_stream), for the pinned staging pool too.
+class PendingUse;
+std::unique_ptr<PendingUse> stream_use(int device, cudaStream_t stream);
+
 // `tensor`'s memory is being used by `stream` too (not only by its device's compute
 // stream): when freed, it is not reused before `stream`'s work queued until then is done.
 void record_stream(const Tensor& tensor, cudaStream_t stream);

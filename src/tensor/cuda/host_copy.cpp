@@ -21,6 +21,7 @@
 #include <mutex>
 
 #include "tessera/tensor/cuda/block_pool.h"
+#include "tessera/tensor/cuda/cuda_allocator.h"
 #include "tessera/tensor/cuda/cuda_runtime.h"
 #include "tessera/tensor/cuda/stream.h"
 
@@ -30,16 +31,6 @@ namespace {
 
 constexpr size_t kChunkBytes = size_t{8} << 20;     // one transfer
 constexpr size_t kPinnedLimit = size_t{256} << 20;  // staging memory per device
-
-class TransferUse final : public PendingUse {
- public:
-  TransferUse(int device, cudaStream_t stream) : event_(device) { event_.record(stream); }
-  bool done() override { return event_.query(); }
-  void wait() override { event_.synchronize(); }
-
- private:
-  Event event_;
-};
 
 // Pinned host segments, up to kPinnedLimit per device.
 class PinnedMemory final : public MemorySource {
@@ -61,12 +52,13 @@ class PinnedMemory final : public MemorySource {
   }
 
   void free_segment(void* segment, size_t bytes) override {
-    TS_CUDA_CHECK(cudaFreeHost(segment));
+    if (cudaFreeHost(segment) != cudaSuccess) cudaGetLastError();
     total_ -= bytes;
   }
 
+  // The transfer that read a staging block: an event after it (as the device allocator's).
   std::unique_ptr<PendingUse> pending_use(void* stream) override {
-    return std::make_unique<TransferUse>(device_, static_cast<cudaStream_t>(stream));
+    return stream_use(device_, static_cast<cudaStream_t>(stream));
   }
 
  private:

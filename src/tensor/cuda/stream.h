@@ -67,6 +67,7 @@ class Event {
   // True when the recorded work has finished (or nothing was recorded).
   bool query() const;
   int device() const { return device_; }
+  cudaEvent_t handle() const { return event_; }
 
  private:
   int device_;
