@@ -75,9 +75,7 @@ ncclResult_t await_communicator(ncclComm_t communicator, Clock::time_point deadl
 }
 
 std::string nccl_error(ncclResult_t status, ncclComm_t communicator) {
-  const char* last = ncclGetLastError(communicator);
-  return detail::concat("NCCL status ", static_cast<int>(status), " (", ncclGetErrorString(status), ")",
-                        last != nullptr && last[0] != '\0' ? ": " : "", last != nullptr ? last : "");
+  return detail::describe_nccl_status(static_cast<int>(status), communicator);
 }
 
 ncclConfig_t nonblocking_config() {

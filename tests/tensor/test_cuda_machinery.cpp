@@ -217,3 +217,21 @@ TEST_CASE("a kernel's report of an out-of-range target is the CPU's IndexError")
   record.code = 99;
   CHECK(contains(error_of([&] { ts::cuda::throw_device_error(record); }), "error code 99"));
 }
+
+TEST_CASE("a kernel's report of an embedding index out of range is the CPU's IndexError, with its context") {
+  ts::cuda::DeviceErrorRecord record;
+  record.code = static_cast<uint64_t>(ts::cuda::DeviceErrorCode::embedding_index);
+  record.values[0] = 5;
+  record.values[1] = 1;
+  record.values[2] = 5;
+  const ts::cuda::DeviceErrorContext context{"embedding", "[1, 3]"};
+  const std::string device = error_of([&] { ts::cuda::throw_device_error(record, &context); });
+  const std::string cpu = error_of([] {
+    ts::native::embedding(ts::zeros({5, 2}), ts::tensor<int64_t>({0, 5, 1}).view({1, 3}));
+  });
+  CHECK(device == cpu);
+  CHECK(contains(device, "embedding: index 5 at position 1 of indices [1, 3] is out of range for 5 embeddings"));
+  CHECK_THROWS_AS(ts::cuda::throw_device_error(record, &context), ts::IndexError);
+  // Without its context (evicted), the message still names the index, the position and the bound.
+  CHECK(contains(error_of([&] { ts::cuda::throw_device_error(record); }), "index 5 at position 1 of indices (shape unknown)"));
+}

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tessera::cuda {
 
@@ -21,14 +22,23 @@ namespace tessera::cuda {
 enum class DeviceErrorCode : uint64_t {
   none = 0,
   nll_loss_target = 1,  // values: target, position, classes
+  embedding_index = 2,  // values: index, position, embeddings; context: op, the indices' shape
 };
 
 struct DeviceErrorRecord {
   uint64_t code = 0;  // a DeviceErrorCode; claimed first by atomicCAS (device_errors.cuh)
   int64_t values[3] = {0, 0, 0};
+  uint64_t context = 0;  // what the host registered for the launch (device_errors.h), 0: none
 };
 
-// Throws the exception the CPU throws for this record's condition (IndexError, ...).
-[[noreturn]] void throw_device_error(const DeviceErrorRecord& record);
+// What a kernel's message needs beyond numbers (the op's name, a shape), kept on the host.
+struct DeviceErrorContext {
+  std::string op;
+  std::string shape;
+};
+
+// Throws the exception the CPU throws for this record's condition (IndexError, ...), with
+// the context registered for its launch (null if it is gone: the message then says less).
+[[noreturn]] void throw_device_error(const DeviceErrorRecord& record, const DeviceErrorContext* context = nullptr);
 
 }  // namespace tessera::cuda

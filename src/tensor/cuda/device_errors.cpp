@@ -15,9 +15,14 @@ namespace {
 
 constexpr uint64_t kClaimed = ~uint64_t{0};  // a kernel is writing its record
 
+constexpr size_t kKeptContexts = 4096;
+
 struct DeviceErrors {
   DeviceErrorRecord* slot = nullptr;  // mapped pinned memory: the host's and the device's address
   std::exception_ptr posted;
+  FirstBadScratch* scratch = nullptr;  // device memory
+  uint64_t next_context = 1;
+  std::map<uint64_t, DeviceErrorContext> contexts;  // the last kKeptContexts
 };
 
 // Never destroyed, as the pinned staging memory (freeing it at exit races the runtime).
@@ -57,6 +62,8 @@ DeviceErrorRecord* device_error_slot(int device) {
 void raise_device_errors(int device) {
   std::exception_ptr posted;
   DeviceErrorRecord record;
+  DeviceErrorContext context;
+  bool has_context = false;
   {
     std::lock_guard<std::mutex> lock(errors_mutex());
     auto it = all_errors().find(device);
@@ -70,11 +77,38 @@ void raise_device_errors(int device) {
       if (seen == 0 || seen == kClaimed) return;  // none, or a kernel still running writes one
       record.code = seen;
       for (int i = 0; i < 3; ++i) record.values[i] = errors.slot->values[i];
+      record.context = errors.slot->context;
       *code = 0;  // raised: the next report may come
+      auto found = errors.contexts.find(record.context);
+      if (found != errors.contexts.end()) context = found->second;
+      has_context = found != errors.contexts.end();
     }
   }
   if (posted) std::rethrow_exception(posted);
-  throw_device_error(record);
+  throw_device_error(record, has_context ? &context : nullptr);
+}
+
+uint64_t register_error_context(int device, DeviceErrorContext context) {
+  std::lock_guard<std::mutex> lock(errors_mutex());
+  DeviceErrors& errors = all_errors()[device];
+  const uint64_t id = errors.next_context++;
+  errors.contexts.emplace(id, std::move(context));
+  if (errors.contexts.size() > kKeptContexts) errors.contexts.erase(errors.contexts.begin());
+  return id;
+}
+
+FirstBadScratch* first_bad_scratch(int device) {
+  std::lock_guard<std::mutex> lock(errors_mutex());
+  DeviceErrors& errors = all_errors()[device];
+  if (errors.scratch == nullptr) {
+    DeviceGuard guard(device);
+    void* memory = nullptr;
+    TS_CUDA_CHECK(cudaMalloc(&memory, sizeof(FirstBadScratch)));  // once per device, never freed
+    const FirstBadScratch initial{~0ull, 0u};
+    TS_CUDA_CHECK(cudaMemcpy(memory, &initial, sizeof initial, cudaMemcpyHostToDevice));
+    errors.scratch = static_cast<FirstBadScratch*>(memory);
+  }
+  return errors.scratch;
 }
 
 void post_device_error(int device, std::exception_ptr error) {

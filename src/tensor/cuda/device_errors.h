@@ -20,4 +20,17 @@ void raise_device_errors(int device);
 // Makes the next host wait on `device` throw `error` (from any thread).
 void post_device_error(int device, std::exception_ptr error);
 
+// Registers what a launch's report would need in its message; pass the id to the kernel.
+// The last few thousand are kept (a report older than that says less).
+uint64_t register_error_context(int device, DeviceErrorContext context);
+
+// Device scratch for "the first bad position" across the blocks of one launch (see
+// device_errors.cuh): {position = ~0, blocks_done = 0}, reset by the launch that used it.
+// One per device, for kernels on its compute stream (which run one after another).
+struct FirstBadScratch {
+  unsigned long long position;
+  unsigned int blocks_done;
+};
+FirstBadScratch* first_bad_scratch(int device);
+
 }  // namespace tessera::cuda
