@@ -224,6 +224,26 @@ TEST_CASE("an out-of-range target is the CPU's IndexError on the device too") {
   CHECK(ts::nll_loss(log_probs, ts::tensor<int64_t>({0, 2}).to(gpu_test::target())).item<float>() == 0.0f);
 }
 
+TEST_CASE("an embedding index out of range is the CPU's IndexError on the device too, forward and backward") {
+  // Reported by the check kernel and thrown by the next host wait, with the CPU's message;
+  // the first bad position across the launch's blocks (70000 indices: many blocks).
+  const ts::Device device = gpu_test::target();
+  Tensor weight = ts::zeros({5, 3}, {.device = device});
+  std::vector<int64_t> values(70000, 1);
+  values[60001] = 9;
+  values[65000] = -1;
+  Tensor indices = ts::tensor<int64_t>(values).view({7, 10000}).to(device);
+  const std::string message = error_of([&] { ts::native::embedding(weight, indices).sum().item<float>(); });
+  CHECK(contains(message, "embedding: index 9 at position 60001 of indices [7, 10000] is out of range for 5 embeddings"));
+  CHECK_THROWS_AS(ts::native::embedding(weight, indices).sum().item<float>(), ts::IndexError);
+  Tensor grad = ts::ones({7, 10000, 3}, {.device = device});
+  CHECK(contains(error_of([&] { ts::native::embedding_backward(grad, indices, 5, -1, false).sum().item<float>(); }),
+                 "embedding_backward: index 9 at position 60001"));
+  // Nothing out of range was touched, and the device goes on.
+  Tensor good = ts::tensor<int64_t>({0, 4, 2}).to(device);
+  CHECK(ts::native::embedding(weight, good).sum().item<float>() == 0.0f);
+}
+
 TEST_CASE("mixing devices is a DeviceError naming both") {
   if (!gpu_test::cuda_target()) return;
   Tensor host = ts::ones({3, 3});

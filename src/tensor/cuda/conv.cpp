@@ -10,10 +10,12 @@
 // that ran is cached. Workspaces come from the caching allocator, so a steady training
 // step allocates nothing new.
 //
-// Bias: where cuDNN can fuse it (float32/float64 with the implicit-precomputed-GEMM
-// algorithm, the one cudnnConvolutionBiasActivationForward supports with an identity
-// activation) the forward adds it in the convolution's epilogue; otherwise, or if the
-// fused call refuses, it is a broadcast add after the convolution.
+// Bias: a broadcast add after the convolution. cuDNN's fused
+// cudnnConvolutionBiasActivationForward takes an identity activation with the
+// implicit-precomputed-GEMM algorithm only (rarely the one chosen under the FMA-only
+// policy), reads its z operand even when its scale is 0 as far as its documentation says
+// (the output would have to be cleared first, costing what the fusion saves), and a ReLU
+// cannot be fused in eager mode (the convolution does not know one follows).
 //
 // Precision: float32 descriptors use CUDNN_FMA_MATH (no TF32) unless set_allow_tf32(true);
 // float64 runs in float64; bfloat16 data accumulates in float32.
@@ -85,18 +87,12 @@ struct ConvPlan {
   std::optional<AlgorithmChoice<cudnnConvolutionFwdAlgo_t>> forward;
   std::optional<AlgorithmChoice<cudnnConvolutionBwdDataAlgo_t>> backward_data;
   std::optional<AlgorithmChoice<cudnnConvolutionBwdFilterAlgo_t>> backward_filter;
-  // The fused bias epilogue: its descriptors once used; off for good once cuDNN refuses it.
-  cudnnTensorDescriptor_t bias = nullptr;
-  cudnnActivationDescriptor_t identity = nullptr;
-  bool bias_fusable = false;
 
   ~ConvPlan() {  // cache entries live until exit; this runs only if building one failed
     if (input) cudnnDestroyTensorDescriptor(input);
     if (output) cudnnDestroyTensorDescriptor(output);
     if (weight) cudnnDestroyFilterDescriptor(weight);
     if (convolution) cudnnDestroyConvolutionDescriptor(convolution);
-    if (bias) cudnnDestroyTensorDescriptor(bias);
-    if (identity) cudnnDestroyActivationDescriptor(identity);
   }
 };
 
@@ -136,7 +132,6 @@ std::unique_ptr<ConvPlan> build_plan(const ConvGeometry& g, DType dtype, bool tf
            ": cuDNN computes an output of [", n, ", ", c, ", ", h, ", ", w, "], Tessera [", g.batch, ", ",
            g.out_channels, ", ", g.out_h, ", ", g.out_w, "]");
   TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->output, CUDNN_TENSOR_NCHW, types.data, n, c, h, w));
-  plan->bias_fusable = types.data == types.compute;  // float32 or float64 data
   return plan;
 }
 
@@ -226,34 +221,6 @@ void check_sizes(const ConvGeometry& g, const char* op) {
   check_element_count({g.out_channels, g.channels, g.kernel_h, g.kernel_w}, op);
 }
 
-// Adds the bias in the forward's epilogue when cuDNN can: returns false when it did not.
-bool fused_bias_forward(ConvPlan& plan, cudnnHandle_t handle, const CudnnScalars& scalars, const Tensor& input,
-                        const Tensor& weight, const Tensor& bias, cudnnConvolutionFwdAlgo_t algorithm,
-                        void* scratch, size_t scratch_bytes, Tensor& out, cudnnStatus_t& status) {
-  if (!bias.defined() || !plan.bias_fusable || algorithm != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) {
-    return false;
-  }
-  if (plan.bias == nullptr) {
-    cudnnDataType_t data = CUDNN_DATA_FLOAT;
-    int n = 0, c = 0, h = 0, w = 0, ns = 0, cs = 0, hs = 0, ws = 0;
-    TS_CUDNN_CHECK(cudnnGetTensor4dDescriptor(plan.output, &data, &n, &c, &h, &w, &ns, &cs, &hs, &ws));
-    TS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.bias));
-    TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.bias, CUDNN_TENSOR_NCHW, data, 1, c, 1, 1));
-    TS_CUDNN_CHECK(cudnnCreateActivationDescriptor(&plan.identity));
-    TS_CUDNN_CHECK(cudnnSetActivationDescriptor(plan.identity, CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0.0));
-  }
-  // y = identity(1 * conv(x) + 0 * y + bias).
-  status = cudnnConvolutionBiasActivationForward(handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
-                                                 weight.data_ptr(), plan.convolution, algorithm, scratch,
-                                                 scratch_bytes, scalars.beta(), plan.output, out.data_ptr(),
-                                                 plan.bias, bias.data_ptr(), plan.identity, plan.output,
-                                                 out.data_ptr());
-  if (status == CUDNN_STATUS_SUCCESS) return true;
-  cudaGetLastError();
-  plan.bias_fusable = false;  // refused once: the plain forward and an add from now on
-  return false;
-}
-
 }  // namespace
 
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Conv2dOptions& options) {
@@ -267,13 +234,11 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   const Device device = input_in.device();
   Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, dtype, device);
   if (out.numel() == 0) return out;
-  bool bias_added = false;
   if (g.patch() == 0) {
     cuda::fill_(out, 0.0);
   } else {
     check_sizes(g, "conv2d");
     Tensor input = contiguous(input_in), weight = contiguous(weight_in);
-    Tensor bias_data = bias.defined() ? contiguous(bias) : Tensor();
     const bool tf32 = allow_tf32();
     CudnnLease cudnn = cudnn_handle(device.index);
     ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d");
@@ -292,19 +257,13 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
                                                          plan.output, algorithm, bytes);
         },
         [&](cudnnConvolutionFwdAlgo_t algorithm, void* scratch, size_t bytes) {
-          cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-          bias_added = fused_bias_forward(plan, cudnn.handle, scalars, input, weight, bias_data, algorithm, scratch,
-                                          bytes, out, status);
-          if (bias_added) return status;
           return cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
                                          weight.data_ptr(), plan.convolution, algorithm, scratch, bytes,
                                          scalars.beta(), plan.output, out.data_ptr());
         },
         "conv2d", g);
   }
-  if (bias.defined() && !bias_added) {
-    cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
-  }
+  if (bias.defined()) cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
   return out;
 }
 
