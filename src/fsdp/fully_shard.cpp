@@ -124,6 +124,14 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
                                            options.gradient_reduction, options.mixed_precision, true,
                                            state->counters()));
   }
+  // On NCCL the gradient reductions get a communicator, and so a stream, of their own: a
+  // prefetched all-gather for the next unit's backward then never queues behind the
+  // previous unit's reduce-scatter (duplicate() is collective: every rank is here).
+  if (state->group().backend() == dist::Backend::nccl) {
+    std::shared_ptr<dist::ProcessGroup> reductions = state->group().duplicate();
+    for (auto& unit : state->units()) unit->set_reduction_group(*reductions);
+    state->set_reduction_group(std::move(reductions));
+  }
   // Expose the shards and hide the original parameters from parameters().
   for (auto& unit : state->units()) {
     for (const ParameterRef& p : unit->parameters()) p.owner->hide_parameter(p.local_name);
