@@ -208,4 +208,44 @@ Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p)
 // Joining.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 
+// ---- Masks, indexing, selection and scans ----
+// self with `value` where the bool `mask` is true; the two broadcast together, as
+// torch.masked_fill (composed from where, on every device).
+Tensor masked_fill(const Tensor& self, const Tensor& mask, double value);
+// The lower (tril) or upper (triu) triangle of the last two dims: element (i, j) is kept
+// where j - i <= diagonal (tril) or j - i >= diagonal (triu), zero elsewhere. Any dtype.
+Tensor tril(const Tensor& self, int64_t diagonal);
+Tensor triu(const Tensor& self, int64_t diagonal);
+// Views of consecutive pieces along dim with these lengths (which must sum to its size).
+std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim);
+// The slices index[0], index[1], ... of self along dim; index int64, 1-D, in [0, size).
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// self[.., index[k], ..] += source[.., k, ..] along dim, in place. Deterministic: every
+// element adds its terms in the order of k, on every device and thread count.
+void index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+// out[p] = self[p with p[dim] replaced by index[p]], for every p of index's shape.
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+// self[p with p[dim] replaced by index[p]] += src[p] for every p of index's shape, in place;
+// deterministic as index_add_ (each line along dim adds in order).
+void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// The k largest (largest = false: smallest) elements along dim, in order, and their int64
+// positions. NaN is larger than every number; equal values come in the order of their
+// positions (PyTorch leaves ties unspecified), the same on every device.
+std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest);
+// Running sums along dim (reverse: from the last element back), accumulated in double for
+// floating dtypes as PyTorch's CPU kernel does; integer and bool inputs give int64.
+Tensor cumsum(const Tensor& self, int64_t dim, bool reverse = false);
+// For each value, how many elements of its row of `sorted` are < it (right: <=), as
+// torch.searchsorted: sorted [..., C] with values [..., S] of the same leading dims, or a
+// 1-D sorted for values of any shape. int64, of values' shape.
+Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right);
+// num_samples category indices per row of probs ([C] or [N, C]: non-negative, finite, each
+// row with a positive sum), int64 [num_samples] or [N, num_samples]. With replacement,
+// sample s of row r inverts the row's CDF at uniform element r * num_samples + s of
+// Philox(seed, stream, first + ...); without, row r takes the num_samples largest
+// probs[r, c] / E[r, c] for exponential draws E from elements r * C + c (which is
+// sequential sampling without replacement; PyTorch's CPU kernel uses the same race).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed, uint64_t stream,
+                   uint64_t first);
+
 }  // namespace tessera::native

@@ -134,4 +134,24 @@ Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p)
   TS_DISPATCH(grad_output, dropout_backward, grad_output, mask, p);
 }
 
+Tensor tril(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, tril, self, diagonal); }
+Tensor triu(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, triu, self, diagonal); }
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  TS_DISPATCH(self, index_select, self, dim, index);
+}
+void index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  TS_DISPATCH(self, index_add_, self, dim, index, source);
+}
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) { TS_DISPATCH(self, gather, self, dim, index); }
+void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  TS_DISPATCH(self, scatter_add_, self, dim, index, src);
+}
+std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest) {
+  TS_DISPATCH(self, topk, self, k, dim, largest);
+}
+Tensor cumsum(const Tensor& self, int64_t dim, bool reverse) { TS_DISPATCH(self, cumsum, self, dim, reverse); }
+Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right) {
+  TS_DISPATCH(sorted, searchsorted, sorted, values, right);
+}
+
 }  // namespace tessera::native
