@@ -17,7 +17,7 @@
 namespace ts = tessera;
 namespace io = tessera::io;
 namespace json = tessera::io::json;
-using golden::Tolerance;
+using golden_check::Tolerance;
 using ts::DType;
 using ts::Tensor;
 
@@ -97,7 +97,7 @@ void run_case(const json::Value& c) {
   const Tolerance tolerance = tolerance_for(op, dtype);
   const std::string stats_key = op + (dtype == DType::f32 ? " f32" : " f64");
   auto check = [&](const std::string& what, const Tensor& actual) {
-    golden::compare(name + " " + what, stats_key, actual, stored(what), tolerance);
+    golden_check::compare(name + " " + what, stats_key, actual, stored(what), tolerance);
   };
 
   if (op == "layer_norm") {
@@ -172,7 +172,7 @@ TEST_CASE("layers golden: layer_norm, gelu, erf and embedding match PyTorch") {
     CAPTURE(c.at("name").as_string());
     run_case(c);
   }
-  golden::print_report();
+  golden_check::print_report();
 }
 
 TEST_CASE("layer_norm and the embedding gradient are PyTorch's to the bit") {
@@ -184,8 +184,8 @@ TEST_CASE("layer_norm and the embedding gradient are PyTorch's to the bit") {
     if (op != "layer_norm" && !(op == "embedding" && c.at("max_norm").is_null())) continue;
     const std::string& name = c.at("name").as_string();
     CAPTURE(name);
-    golden::error_stats().clear();
+    golden_check::error_stats().clear();
     run_case(c);
-    for (const auto& [key, stats] : golden::error_stats()) CHECK(stats.max_abs == 0.0);
+    for (const auto& [key, stats] : golden_check::error_stats()) CHECK(stats.max_abs == 0.0);
   }
 }
