@@ -48,6 +48,11 @@ Tensor logical_not(const Tensor& x);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
+// Whole tensors compared, as torch.equal and torch.allclose. equal: the same shape and
+// every element equal. allclose: every |a - b| <= atol + rtol * |b| or a == b (equal
+// infinities), a and b broadcast together; NaN is never close. Never recorded.
+bool equal(const Tensor& a, const Tensor& b);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 // Reductions; empty dims reduce everything.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);

@@ -79,7 +79,13 @@ Tensor Dropout::forward(Tensor input) {
     key.step = position->step;
     key.first_row = position->first_row;
   } else {
-    key.step = calls_++;
+    // Outside a scope the mask comes from the default generator, as torch's dropout draws
+    // from torch.default_generator: its seed, and one step of its sequence per call, so
+    // ts::manual_seed(s) makes the masks repeatable and another seed gives others.
+    with_default_generator([&](Generator& generator) {
+      key.seed = generator.seed() ^ (generator.stream() * 0xD1B54A32D192ED03ull);
+      key.step = generator.advance(1);
+    });
   }
   return dropout(input, p_, true, key);
 }

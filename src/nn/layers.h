@@ -64,8 +64,9 @@ class ReLU : public Module {
   Tensor forward(Tensor input) override { return relu(input); }
 };
 
-// Zeroes elements with probability p in training mode (see batch_scope.h for how masks
-// are keyed); the identity in eval mode.
+// Zeroes elements with probability p in training mode; the identity in eval mode. Masks
+// are keyed by the BatchScope's position (batch_scope.h), or outside one by the default
+// generator (ts::manual_seed), each call taking the next step of its sequence.
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
@@ -75,7 +76,6 @@ class Dropout : public Module {
 
  private:
   double p_;
-  uint64_t calls_ = 0;  // the step used outside a BatchScope
 };
 
 struct MaxPool2dOptions {

@@ -1,5 +1,7 @@
 // Differentiable element-wise ops. Gradients of broadcast operands are summed back to
 // the operand's shape (native::sum_to).
+#include <limits>
+
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
 #include "tessera/tensor/device_check.h"
@@ -231,6 +233,27 @@ Tensor logical_not(const Tensor& x) { return native::binary(BinaryOp::eq, x, 0.0
 Tensor logical_and(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_and, a, b); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_or, a, b); }
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_xor, a, b); }
+
+bool equal(const Tensor& a, const Tensor& b) {
+  check_defined(a, "equal");
+  check_defined(b, "equal");
+  if (a.sizes() != b.sizes()) return false;
+  return ne(a, b).sum().item<int64_t>() == 0;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  check_defined(a, "allclose");
+  check_defined(b, "allclose");
+  TS_CHECK(rtol >= 0 && atol >= 0, ValueError, "allclose: rtol and atol must be >= 0, got rtol=", rtol,
+           ", atol=", atol);
+  NoGradGuard no_grad;
+  const Tensor error = abs(a - b);
+  Tensor within = le(error, abs(b) * rtol + atol);
+  // As torch.isclose: only a finite error can be within the tolerance (inf against -inf,
+  // whose tolerance is infinite too, is not close).
+  if (is_floating(error.dtype())) within = logical_and(within, error < std::numeric_limits<double>::infinity());
+  return logical_not(logical_or(eq(a, b), within)).sum().item<int64_t>() == 0;
+}
 
 namespace {
 
