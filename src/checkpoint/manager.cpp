@@ -10,7 +10,7 @@
 
 #include "tessera/checkpoint/collective.h"
 #include "tessera/checkpoint/full.h"
-#include "tessera/fsdp/state.h"
+#include "tessera/fsdp/fully_shard.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/durable.h"
 
@@ -108,7 +108,7 @@ std::optional<std::string> CheckpointManager::latest() const {
 }
 
 std::string CheckpointManager::save(nn::Module& model, const Stateful& with, const TrainingState& training) {
-  dist::ProcessGroup& group = fsdp::detail::state_of(model).group();
+  dist::ProcessGroup& group = fsdp::process_group(model);
   const std::string name = directory_name(training.step);
   const std::string path = root_ + "/" + name;
   const std::string what = "saving checkpoint '" + path + "'";

@@ -121,6 +121,14 @@ bool is_sharded(nn::Module& root);
 //   for (auto& [name, p] : ts::fsdp::named_original_parameters(model))
 //     (p.dim() >= 2 ? decay : no_decay).push_back(p);
 std::vector<std::pair<std::string, Tensor>> named_original_parameters(nn::Module& root);
+// The group a sharded model's collectives run on: the one fully_shard was given.
+// ValueError when `root` is not sharded.
+dist::ProcessGroup& process_group(nn::Module& root);
+// Frees every unit's gathered parameters, leaving each rank its shards (NO_SHARD keeps its
+// whole flat parameters, which are its shards): what a forward does after each unit, for
+// code that changed the shards behind the gathered copies (loading a checkpoint).
+// ValueError when `root` is not sharded.
+void reshard(nn::Module& root);
 
 // Gradient accumulation without communication: inside the scope, backward keeps unsharded
 // gradients locally; the first backward after it reduce-scatters them all.

@@ -17,6 +17,7 @@ namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 
 namespace {
 
@@ -98,12 +99,6 @@ Reference reference_run(DType dtype, OptimizerKind kind, int steps, const Data& 
     ref.parameters.insert(name, copy);
   }
   return ref;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = (a.to(DType::f64) - b.to(DType::f64));
-  double den = std::sqrt((b.to(DType::f64) * b.to(DType::f64)).sum().item<double>());
-  return std::sqrt((diff * diff).sum().item<double>()) / std::max(den, 1e-300);
 }
 
 void check_parity(DType dtype, OptimizerKind kind, ts::dist::ReduceOp reduction) {

@@ -18,6 +18,7 @@ namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 
 namespace {
 
@@ -56,12 +57,6 @@ ts::nn::ModuleHolder<ts::models::ResNet> narrow_resnet() {
   model->to(DType::f64);
   model->reset_parameters(kSeed);
   return model;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a.to(DType::f64) - b.to(DType::f64);
-  double den = std::sqrt(b.to(DType::f64).pow(2.0).sum().item<double>());
-  return std::sqrt(diff.pow(2.0).sum().item<double>()) / std::max(den, 1e-300);
 }
 
 // Copies `from` into the model's buffers (or snapshots them into `to`).
