@@ -110,4 +110,16 @@ Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p)
   TS_DISPATCH(grad_output, dropout_backward, grad_output, mask, p);
 }
 
+std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                        const AttentionOptions& options) {
+  TS_DISPATCH(q, scaled_dot_product_attention, q, k, v, options);
+}
+std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const Tensor& grad_output, const Tensor& q,
+                                                                         const Tensor& k, const Tensor& v,
+                                                                         const Tensor& output,
+                                                                         const Tensor& logsumexp,
+                                                                         const AttentionOptions& options) {
+  TS_DISPATCH(q, scaled_dot_product_attention_backward, grad_output, q, k, v, output, logsumexp, options);
+}
+
 }  // namespace tessera::native
