@@ -35,15 +35,21 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-// cond (uint8) ? a : b
+// cond (bool) ? a : b
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-// Comparisons: uint8 tensors of 0 and 1, not differentiable.
+// Comparisons: bool tensors, not differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+// Logical ops: bool results; any dtype is read as "nonzero" (NaN is true), as in PyTorch.
+// Both operands of one dtype.
+Tensor logical_not(const Tensor& x);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
 
 // Reductions; empty dims reduce everything.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);

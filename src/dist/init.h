@@ -14,8 +14,16 @@
 //
 // Debug mode: TESSERA_DIST_DEBUG=1 (on any rank) checks at every collective that all ranks
 // issue the same call; see process_group.h and fingerprint.h.
+//
+// Collective timeout: a collective that waits longer than InitOptions::timeout (else
+// TESSERA_DIST_TIMEOUT seconds, else 10 minutes, PyTorch's default) for the other ranks
+// fails on every rank with a message naming the call, its sequence number and the ranks
+// that did not arrive, and the MPI job is then aborted (docs/distributed.md).
+//
+//   auto world = ts::dist::init(argc, argv, {.timeout = std::chrono::seconds(60)});
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,8 +32,15 @@
 
 namespace tessera::dist {
 
-std::shared_ptr<ProcessGroup> init(int& argc, char**& argv);
-std::shared_ptr<ProcessGroup> init();
+struct InitOptions {
+  // How long one collective may wait for the other ranks; unset: TESSERA_DIST_TIMEOUT
+  // (seconds), else kDefaultTimeout (10 minutes). Groups made from the world inherit it.
+  std::optional<std::chrono::milliseconds> timeout{};
+};
+
+// The options apply to the first call; later calls return the same world group.
+std::shared_ptr<ProcessGroup> init(int& argc, char**& argv, const InitOptions& options = {});
+std::shared_ptr<ProcessGroup> init(const InitOptions& options = {});
 
 // "OMPI_COMM_WORLD_SIZE=4" when an MPI launcher started this process, else nothing.
 std::optional<std::string> mpi_launcher_variable();
@@ -35,5 +50,11 @@ bool launched_by_mpirun();
 bool debug_mode_from_environment();
 // The same rule for a given value (null: unset).
 bool parse_debug_mode(const char* value);
+
+// TESSERA_DIST_TIMEOUT: seconds, a positive decimal number ("600", "2.5"); unset or "":
+// kDefaultTimeout. Anything else is a ValueError naming the variable and its text.
+std::chrono::milliseconds timeout_from_environment();
+// The same rule for a given value (null: unset).
+std::chrono::milliseconds parse_timeout(const char* value);
 
 }  // namespace tessera::dist

@@ -23,6 +23,7 @@ MPI_Datatype mpi_datatype(DType dtype) {
     case DType::i64: return MPI_INT64_T;
     case DType::u8: return MPI_UINT8_T;
     case DType::bf16: return MPI_UINT16_T;  // moved as bits; reductions go through float32
+    case DType::boolean: return MPI_UINT8_T;  // moved as bytes; reductions are refused
   }
   throw DTypeError(detail::concat("no MPI datatype for ", dtype_name(dtype)));
 }
@@ -79,7 +80,7 @@ bool agree_on_debug_checks(MPI_Comm communicator, bool wanted_here) {
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator,
                                                          std::string name, bool debug_checks,
-                                                         bool force_host_staging) {
+                                                         std::chrono::milliseconds timeout, bool force_host_staging) {
   TS_MPI_CHECK(MPI_Comm_set_errhandler(communicator, MPI_ERRORS_RETURN));
   int rank = 0;
   int size = 1;
@@ -87,12 +88,14 @@ std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRunt
   TS_MPI_CHECK(MPI_Comm_size(communicator, &size));
   bool debug = agree_on_debug_checks(communicator, debug_checks);
   return std::shared_ptr<MpiProcessGroup>(
-      new MpiProcessGroup(std::move(runtime), communicator, rank, size, std::move(name), debug, force_host_staging));
+      new MpiProcessGroup(std::move(runtime), communicator, rank, size, std::move(name), debug, timeout,
+                          force_host_staging));
 }
 
 MpiProcessGroup::MpiProcessGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator, int rank, int size,
-                                 std::string name, bool debug_checks, bool force_host_staging)
-    : ProcessGroup(rank, size, Backend::mpi, std::move(name), debug_checks),
+                                 std::string name, bool debug_checks, std::chrono::milliseconds timeout,
+                                 bool force_host_staging)
+    : ProcessGroup(rank, size, Backend::mpi, std::move(name), debug_checks, timeout),
       runtime_(std::move(runtime)),
       communicator_(communicator),
       force_host_staging_(force_host_staging),
@@ -152,12 +155,13 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall ca
   auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name, "'"));
   auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
   bool debug_checks = *options.debug_checks;
+  std::chrono::milliseconds timeout = *options.timeout;
   bool force_host_staging = options.force_host_staging;
-  submit(fingerprint, work, [this, made, name = std::move(name), debug_checks, force_host_staging] {
+  submit(fingerprint, work, [this, made, name = std::move(name), debug_checks, timeout, force_host_staging] {
     MPI_Comm copy = MPI_COMM_NULL;
     TS_MPI_CHECK(MPI_Comm_dup(communicator_, &copy));
     try {
-      *made = create(runtime_, copy, name, debug_checks, force_host_staging);
+      *made = create(runtime_, copy, name, debug_checks, timeout, force_host_staging);
     } catch (...) {
       MPI_Comm_free(&copy);
       throw;

@@ -42,7 +42,7 @@ class MpiProcessGroup final : public ProcessGroup {
   // `force_host_staging` stages CPU tensors too (GroupOptions, for tests).
   static std::shared_ptr<MpiProcessGroup> create(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator,
                                                  std::string name, bool debug_checks,
-                                                 bool force_host_staging = false);
+                                                 std::chrono::milliseconds timeout, bool force_host_staging = false);
   ~MpiProcessGroup() override;
 
  protected:
@@ -59,7 +59,7 @@ class MpiProcessGroup final : public ProcessGroup {
   };
 
   MpiProcessGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator, int rank, int size, std::string name,
-                  bool debug_checks, bool force_host_staging);
+                  bool debug_checks, std::chrono::milliseconds timeout, bool force_host_staging);
 
   bool stages_through_host(const CollectiveCall& call) const;
 

@@ -25,6 +25,7 @@ ncclDataType_t nccl_datatype(DType dtype) {
     case DType::bf16: return ncclBfloat16;
     case DType::i64: return ncclInt64;
     case DType::u8: return ncclUint8;
+    case DType::boolean: return ncclUint8;  // moved as bytes; reductions are refused
   }
   throw DTypeError(detail::concat("no NCCL datatype for ", dtype_name(dtype)));
 }
@@ -134,7 +135,7 @@ class NcclWork final : public Work {
 }  // namespace
 
 std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(ProcessGroup& parent, int device, std::string name,
-                                                           bool debug_checks) {
+                                                           bool debug_checks, std::chrono::milliseconds timeout) {
   TS_CHECK(parent.backend() != Backend::nccl, ValueError, "new_group(Backend::nccl): the parent group '", parent.name(),
            "' is an NCCL group; make NCCL groups from a group that carries CPU tensors (the world from dist::init)");
   cuda::check_device_index(device);
@@ -157,7 +158,7 @@ std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(ProcessGroup& parent,
   }
   try {
     return std::shared_ptr<NcclProcessGroup>(new NcclProcessGroup(
-        communicator, device, parent.rank(), parent.size(), std::move(name), debug.item<int64_t>() != 0));
+        communicator, device, parent.rank(), parent.size(), std::move(name), debug.item<int64_t>() != 0, timeout));
   } catch (...) {
     ncclCommDestroy(communicator);
     throw;
@@ -165,8 +166,8 @@ std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(ProcessGroup& parent,
 }
 
 NcclProcessGroup::NcclProcessGroup(ncclComm_t communicator, int device, int rank, int size, std::string name,
-                                   bool debug_checks)
-    : ProcessGroup(rank, size, Backend::nccl, std::move(name), debug_checks),
+                                   bool debug_checks, std::chrono::milliseconds timeout)
+    : ProcessGroup(rank, size, Backend::nccl, std::move(name), debug_checks, timeout),
       communicator_(communicator),
       device_(device),
       stream_(std::make_unique<cuda::Stream>(device)),
@@ -272,7 +273,7 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::start_duplicate(CollectiveCall, 
   }
   try {
     return std::shared_ptr<NcclProcessGroup>(
-        new NcclProcessGroup(copy, device_, rank(), size(), std::move(name), *options.debug_checks));
+        new NcclProcessGroup(copy, device_, rank(), size(), std::move(name), *options.debug_checks, *options.timeout));
   } catch (...) {
     ncclCommDestroy(copy);
     throw;

@@ -44,7 +44,7 @@ class NcclProcessGroup final : public ProcessGroup {
   // rank calls it at the same point of the parent's sequence. Throws DistError when two
   // ranks of one host chose the same GPU (NCCL needs one GPU per rank).
   static std::shared_ptr<NcclProcessGroup> create(ProcessGroup& parent, int device, std::string name,
-                                                  bool debug_checks);
+                                                  bool debug_checks, std::chrono::milliseconds timeout);
   ~NcclProcessGroup() override;
 
   // The CUDA device this rank's communicator runs on.
@@ -57,7 +57,8 @@ class NcclProcessGroup final : public ProcessGroup {
                                                 const GroupOptions& options) override;
 
  private:
-  NcclProcessGroup(ncclComm_t communicator, int device, int rank, int size, std::string name, bool debug_checks);
+  NcclProcessGroup(ncclComm_t communicator, int device, int rank, int size, std::string name, bool debug_checks,
+                   std::chrono::milliseconds timeout);
 
   // Debug mode: all-gathers the fingerprints over NCCL and waits for them on the host.
   void check_fingerprints(const CallFingerprint& mine);

@@ -52,7 +52,8 @@ std::shared_ptr<ProcessGroup> new_group(const std::shared_ptr<ProcessGroup>& par
   int device = options.device.has_value() ? *options.device : default_cuda_device(*parent);
   std::string name = detail::concat(parent->name(), ".nccl");
   return NcclProcessGroup::create(*parent, device, std::move(name),
-                                  options.debug_checks.value_or(parent->debug_checks()));
+                                  options.debug_checks.value_or(parent->debug_checks()),
+                                  options.timeout.value_or(parent->timeout()));
 #else
   throw NotCompiledError(detail::concat("new_group(Backend::nccl): this Tessera was built without NCCL",
                                         cuda::is_compiled() ? "" : " (and without CUDA)",

@@ -40,6 +40,9 @@ void check_pair(const std::string& where, const Tensor& output, const Tensor& in
 }
 
 void check_reduce_op(const std::string& where, ReduceOp op, DType dtype) {
+  // A sum of bytes holding 0 and 1 would not be a bool (2 is not a valid bool byte).
+  TS_CHECK(dtype != DType::boolean, DTypeError, where,
+           ": reductions are not defined on bool tensors; convert to int64 (a count) or uint8 first");
   TS_CHECK(op != ReduceOp::avg || is_floating(dtype), DTypeError, where,
            ": ReduceOp::avg needs a floating dtype (float32, float64, bfloat16), got ", dtype_name(dtype),
            "; an integer average would truncate, so reduce with sum and divide yourself");
@@ -47,8 +50,17 @@ void check_reduce_op(const std::string& where, ReduceOp op, DType dtype) {
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks)
-    : rank_(rank), size_(size), backend_(backend), name_(std::move(name)), debug_checks_(debug_checks) {}
+ProcessGroup::ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks,
+                           std::chrono::milliseconds timeout)
+    : rank_(rank),
+      size_(size),
+      backend_(backend),
+      name_(std::move(name)),
+      debug_checks_(debug_checks),
+      timeout_(timeout) {
+  TS_CHECK(timeout_.count() > 0, ValueError, "process group '", name_, "': the collective timeout must be positive, got ",
+           timeout_.count(), " ms");
+}
 
 std::string ProcessGroup::where(std::string_view op) const {
   return detail::concat(op, " on rank ", rank_, " of group '", name_, "' (size ", size_, ")");
@@ -128,6 +140,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::duplicate(const GroupOptions& option
   std::string name = detail::concat(name_, ".", duplicates_made_ + 1);
   GroupOptions resolved = options;
   resolved.debug_checks = options.debug_checks.value_or(debug_checks_);
+  resolved.timeout = options.timeout.value_or(timeout_);
   std::shared_ptr<ProcessGroup> group = start_duplicate(std::move(call), std::move(name), resolved);
   ++next_sequence_;
   ++duplicates_made_;

@@ -21,6 +21,7 @@
 //   pending->wait();                              // grad: the mean over ranks
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,12 @@ namespace tessera::dist {
 enum class Backend : uint8_t { single, mpi, nccl };
 std::string_view backend_name(Backend backend);
 
+// How long a collective may wait for the other ranks before the job fails with a message
+// naming the call and the ranks that did not arrive (docs/distributed.md), as PyTorch's
+// init_process_group(timeout=) whose default is also 10 minutes. Every backend reads it
+// from ProcessGroup::timeout().
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
+
 struct GroupOptions {
   // Debug mode for the new group; unset: the parent group's setting.
   std::optional<bool> debug_checks{};
@@ -48,6 +55,8 @@ struct GroupOptions {
   // mpi: copy CPU tensors through host staging buffers too, as CUDA tensors always are.
   // Only for testing the staging path on machines without a GPU.
   bool force_host_staging = false;
+  // Collective timeout of the new group; unset: the parent group's.
+  std::optional<std::chrono::milliseconds> timeout{};
 };
 
 class ProcessGroup {
@@ -63,6 +72,9 @@ class ProcessGroup {
   // "world", "world.1", ...: how messages name the group.
   const std::string& name() const { return name_; }
   bool debug_checks() const { return debug_checks_; }
+  // How long one collective may wait for the other ranks (dist::init's InitOptions, or
+  // TESSERA_DIST_TIMEOUT; GroupOptions::timeout for duplicates and new groups).
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Rank r's `input` (n elements) lands at output elements [r*n, (r+1)*n); the output has
   // size() * n elements, in any shape. The input may be that very slice of the output.
@@ -93,7 +105,8 @@ class ProcessGroup {
   uint64_t next_sequence() const;
 
  protected:
-  ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks);
+  ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks,
+               std::chrono::milliseconds timeout);
 
   // Refuses what this backend cannot carry (MPI: CUDA tensors, counts beyond int).
   // Called before the call takes a sequence number, so a refused call leaves no trace.
@@ -101,7 +114,7 @@ class ProcessGroup {
   // Starts a checked call, numbered and in issue order (calls arrive one at a time).
   virtual std::shared_ptr<Work> start(CollectiveCall call) = 0;
   // Creates the group for duplicate(); `call` is the duplicate's place in this sequence.
-  // `options.debug_checks` is always set (resolved against this group's).
+  // `options.debug_checks` and `options.timeout` are always set (resolved against this group's).
   virtual std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name,
                                                         const GroupOptions& options) = 0;
 
@@ -116,6 +129,7 @@ class ProcessGroup {
   Backend backend_;
   std::string name_;
   bool debug_checks_;
+  std::chrono::milliseconds timeout_;
   mutable std::mutex issue_mutex_;  // numbering and starting a call is one step
   uint64_t next_sequence_ = 0;
   int duplicates_made_ = 0;

@@ -6,8 +6,8 @@
 
 namespace tessera::dist {
 
-SingleProcessGroup::SingleProcessGroup(std::string name, bool debug_checks)
-    : ProcessGroup(0, 1, Backend::single, std::move(name), debug_checks) {}
+SingleProcessGroup::SingleProcessGroup(std::string name, bool debug_checks, std::chrono::milliseconds timeout)
+    : ProcessGroup(0, 1, Backend::single, std::move(name), debug_checks, timeout) {}
 
 std::shared_ptr<Work> SingleProcessGroup::start(CollectiveCall call) {
   bool copies = call.kind == CollectiveKind::all_gather || call.kind == CollectiveKind::reduce_scatter;
@@ -22,7 +22,7 @@ std::shared_ptr<Work> SingleProcessGroup::start(CollectiveCall call) {
 
 std::shared_ptr<ProcessGroup> SingleProcessGroup::start_duplicate(CollectiveCall, std::string name,
                                                                   const GroupOptions& options) {
-  return std::make_shared<SingleProcessGroup>(std::move(name), *options.debug_checks);
+  return std::make_shared<SingleProcessGroup>(std::move(name), *options.debug_checks, *options.timeout);
 }
 
 }  // namespace tessera::dist

@@ -13,7 +13,8 @@ namespace tessera::dist {
 
 class SingleProcessGroup final : public ProcessGroup {
  public:
-  explicit SingleProcessGroup(std::string name = "world", bool debug_checks = false);
+  explicit SingleProcessGroup(std::string name = "world", bool debug_checks = false,
+                              std::chrono::milliseconds timeout = kDefaultTimeout);
 
  protected:
   std::shared_ptr<Work> start(CollectiveCall call) override;

@@ -16,7 +16,8 @@ namespace tessera::native {
 
 // ---- Element-wise ----
 
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+// Comparisons and logical ops: their result is bool, and they have no in-place form.
+inline bool gives_bool(BinaryOp op) { return op >= BinaryOp::eq; }
 
 inline void check_binary_operands(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_defined(a, op_name(op), "first operand");
@@ -25,10 +26,16 @@ inline void check_binary_operands(BinaryOp op, const Tensor& a, const Tensor& b)
   check_same_dtype(a, b, op_name(op));
   TS_CHECK(op != BinaryOp::pow || is_floating(a.dtype()), DTypeError, "pow: expected floating tensors, got ",
            dtype_name(a.dtype()));
+  TS_CHECK(gives_bool(op) || a.dtype() != DType::boolean, DTypeError, op_name(op),
+           ": arithmetic is not defined on bool tensors; use logical_and (&), logical_or (|), logical_xor (^), "
+           "or convert with .to(DType) first");
 }
 
-// Integer tensors have neg, abs and sign; the rest need a floating dtype.
+// Integer tensors have neg, abs and sign; the rest need a floating dtype. bool has none
+// (PyTorch refuses -mask too).
 inline void check_unary_dtype(UnaryOp op, const Tensor& self) {
+  TS_CHECK(self.dtype() != DType::boolean, DTypeError, op_name(op),
+           ": not defined on bool tensors; logical_not (~) inverts a mask");
   bool integer_ok = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign;
   TS_CHECK(integer_ok || is_floating(self.dtype()), DTypeError, op_name(op), ": expected a floating tensor, got ",
            dtype_name(self.dtype()));
@@ -42,9 +49,14 @@ inline void check_in_place_shape(const Tensor& a, const Tensor& b, std::string_v
 }
 
 inline Shape where_shape(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_binary_operands(BinaryOp::add, a, b);
+  check_defined(cond, "where", "condition");
+  check_defined(a, "where", "first operand");
+  check_defined(b, "where", "second operand");
+  check_same_device(a, b, "where");
+  check_same_dtype(a, b, "where");
   check_same_device(cond, a, "where");
-  TS_CHECK(cond.dtype() == DType::u8, DTypeError, "where: condition must be uint8, got ", dtype_name(cond.dtype()));
+  TS_CHECK(cond.dtype() == DType::boolean, DTypeError, "where: condition must be bool, got ", dtype_name(cond.dtype()),
+           " of shape ", shape_str(cond.sizes()), " (a comparison gives bool; or convert with .to(DType::boolean))");
   return broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
 }
 
@@ -83,6 +95,12 @@ inline ReductionPlan plan_reduction(const Tensor& self, const Shape& dims, bool 
     }
   }
   return plan;
+}
+
+// max and amax order numbers; a bool mask has sum (a count) instead.
+inline void check_max_dtype(const Tensor& self, const char* op) {
+  TS_CHECK(self.dtype() != DType::boolean, DTypeError, op, ": not defined on bool tensors (shape ",
+           shape_str(self.sizes()), "); sum() counts the true elements");
 }
 
 // `self` laid out as a contiguous [outer, inner] matrix (reduced dims inner).

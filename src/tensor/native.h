@@ -49,9 +49,11 @@ Tensor clone(const Tensor& self);
 Tensor to_dtype(const Tensor& self, DType dtype);
 Tensor to_device(const Tensor& self, Device device);
 
-// Element-wise ops with NumPy broadcasting. Comparisons give uint8.
+// Element-wise ops with NumPy broadcasting. Comparisons and the logical ops give bool (the
+// logical ops read any dtype as "nonzero"); arithmetic is not defined on bool.
 enum class UnaryOp { neg, abs, exp, log, sqrt, relu, sigmoid, tanh, sign, reciprocal };
-enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
+enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or,
+                      logical_xor };
 Tensor unary(UnaryOp op, const Tensor& self);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary(BinaryOp op, const Tensor& a, double b);
@@ -61,7 +63,7 @@ void binary_(BinaryOp op, Tensor& a, const Tensor& b);
 void binary_(BinaryOp op, Tensor& a, double b);
 // self += alpha * other
 void add_scaled_(Tensor& self, const Tensor& other, double alpha);
-// cond ? a : b, with broadcasting; cond is uint8.
+// cond ? a : b, with broadcasting; cond is bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // grad * (input > 0): ReLU's backward in one pass.
 Tensor relu_backward(const Tensor& grad, const Tensor& input);

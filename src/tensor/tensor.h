@@ -191,13 +191,26 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
-// Comparisons give uint8 tensors of 0 and 1.
+// Comparisons give bool tensors (DType::boolean), with broadcasting; a scalar side is
+// converted to the tensor's dtype first (x > 0.5, mask == 0 on an integer tensor).
 Tensor operator==(const Tensor& a, const Tensor& b);
 Tensor operator!=(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+// Masks: ~, &, | and ^ are logical_not/and/or/xor on bool tensors (as in PyTorch; the
+// bitwise forms for integers are not implemented and throw).
+Tensor operator~(const Tensor& a);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
 
 // Prints shape, dtype, device and (for up to 1000 elements) the values.
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);

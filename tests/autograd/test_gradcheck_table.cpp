@@ -75,7 +75,7 @@ std::vector<OpCase> op_cases() {
       {"sigmoid", [] { return TensorList{leaf({6}, 22, -3, 3)}; }, [](L x) { return ts::sigmoid(x[0]); }},
       {"tanh", [] { return TensorList{leaf({6}, 23, -2, 2)}; }, [](L x) { return ts::tanh(x[0]); }},
       {"where", [] { return TensorList{leaf({2, 3}, 24), leaf({3}, 25)}; },
-       [](L x) { return ts::where(ts::tensor<uint8_t>({1, 0, 1, 0, 0, 1}, {2, 3}), x[0], x[1]); }},
+       [](L x) { return ts::where(ts::tensor<bool>({true, false, true, false, false, true}, {2, 3}), x[0], x[1]); }},
       {"scalar forms", [] { return TensorList{leaf({4}, 26, 0.5, 2)}; },
        [](L x) { return (x[0] + 1.5) * 2.0 - 0.5 + (3.0 / x[0]) + x[0] / 4.0 + (1.0 - x[0]); }},
       // Reductions.

@@ -105,9 +105,36 @@ TEST_CASE("TESSERA_DIST_DEBUG is read strictly") {
   CHECK(message.find("TESSERA_DIST_DEBUG=yes") != std::string::npos);
 }
 
+TEST_CASE("TESSERA_DIST_TIMEOUT is read strictly, in seconds, 10 minutes when unset") {
+  using std::chrono::milliseconds;
+  CHECK(ts::dist::parse_timeout(nullptr) == milliseconds(600'000));
+  CHECK(ts::dist::parse_timeout("") == ts::dist::kDefaultTimeout);
+  CHECK(ts::dist::parse_timeout("30") == milliseconds(30'000));
+  CHECK(ts::dist::parse_timeout("2.5") == milliseconds(2'500));
+  CHECK(ts::dist::parse_timeout("1e3") == milliseconds(1'000'000));
+  for (const char* bad : {"0", "-5", "ten", "5s", "inf", "nan", "0x10", "1e30", " 5"}) {
+    std::string message = error_of([&] { ts::dist::parse_timeout(bad); });
+    CHECK_MESSAGE(message.find(std::string("TESSERA_DIST_TIMEOUT=") + bad + ": expected the collective timeout in seconds") !=
+                      std::string::npos,
+                  bad, ": ", message);
+  }
+}
+
+TEST_CASE("a group's timeout: given at construction, inherited by duplicates unless they set their own") {
+  using std::chrono::milliseconds;
+  auto group = std::make_shared<ts::dist::SingleProcessGroup>("world", false, milliseconds(1500));
+  CHECK(group->timeout() == milliseconds(1500));
+  CHECK(group->duplicate()->timeout() == milliseconds(1500));
+  CHECK(group->duplicate({.timeout = milliseconds(250)})->timeout() == milliseconds(250));
+  CHECK(ts::dist::SingleProcessGroup().timeout() == ts::dist::kDefaultTimeout);
+  CHECK(error_of([] { ts::dist::SingleProcessGroup("g", false, milliseconds(0)); }).find("must be positive") !=
+        std::string::npos);
+}
+
 TEST_CASE("init() returns the same world each time, of the backend the launch implies") {
   auto world = ts::dist::init();
   CHECK(world == dist_test::world());
   CHECK(world->backend() == (ts::dist::launched_by_mpirun() ? ts::dist::Backend::mpi : ts::dist::Backend::single));
   CHECK(world->debug_checks() == ts::dist::debug_mode_from_environment());
+  CHECK(world->timeout() == ts::dist::timeout_from_environment());
 }

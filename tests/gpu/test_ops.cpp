@@ -30,7 +30,8 @@ using TensorList = std::vector<Tensor>;
 
 namespace {
 
-constexpr DType f32 = DType::f32, f64 = DType::f64, bf16 = DType::bf16, i64 = DType::i64, u8 = DType::u8;
+constexpr DType f32 = DType::f32, f64 = DType::f64, bf16 = DType::bf16, i64 = DType::i64, u8 = DType::u8,
+                boolean = DType::boolean;
 
 // A CPU leaf of `dtype` with values uniform in [low, high) (integers in [low, high) for
 // integer dtypes). Floating leaves require grad. `transposed` makes it non-contiguous.
@@ -145,7 +146,7 @@ std::vector<OpCase> op_cases() {
                            native::unary(native::UnaryOp::reciprocal, x[0].detach())};
        }},
       {"where", floats, [](DType d) { return TensorList{uniform({2, 3}, 25, d), uniform({3}, 26, d)}; },
-       [](L x) { return one(ts::where(ts::tensor<uint8_t>({1, 0, 1, 0, 0, 1}, {2, 3}).to(x[0].device()), x[0], x[1])); }},
+       [](L x) { return one(ts::where(ts::tensor<bool>({true, false, true, false, false, true}, {2, 3}).to(x[0].device()), x[0], x[1])); }},
       {"scalar forms", floats, [](DType d) { return TensorList{uniform({4}, 27, d, 0.5, 2)}; },
        [](L x) { return one((x[0] + 1.5) * 2.0 - 0.5 + (3.0 / x[0]) + x[0] / 4.0 + (1.0 - x[0])); }},
       {"comparisons", floats,
@@ -179,6 +180,18 @@ std::vector<OpCase> op_cases() {
                            -x[0], x[0].abs(), native::unary(native::UnaryOp::sign, x[0]), ts::eq(x[0], x[1]),
                            ts::lt(x[0], x[1]), x[0].sum(), x[0].sum({0}), ts::where(ts::gt(x[0], x[1]), x[0], x[1]),
                            std::get<0>(x[0].max(1)), std::get<1>(x[0].max(1)), x[0].to(DType::f32)};
+       }},
+      {"bool masks: logical ops, where, sum, conversions", {boolean},
+       [](DType d) {
+         return TensorList{small_integers({4, 5}, 130, d, 0, 2), small_integers({5}, 131, d, 0, 2),
+                           uniform({4, 5}, 132, f32).detach()};
+       },
+       [](L x) {
+         const Tensor& p = x[0];
+         const Tensor& q = x[1];
+         return TensorList{~p, p & q, p | q, p ^ q, p == q, p != q, ts::where(p, x[2], -x[2]), ts::where(p, q, ~q),
+                           p.sum(), p.sum({0}), p.t().contiguous(), p.to(f32), p.to(i64), x[2].to(boolean),
+                           ts::logical_not(x[2] > 0.0), ts::logical_and(x[2], x[2] * 0.0)};
        }},
       {"integer in-place", {i64},
        [](DType d) { return TensorList{small_integers({5, 3}, 38, d, 0, 9), small_integers({3}, 39, d, 1, 9)}; },

@@ -225,7 +225,7 @@ TEST_CASE("mixing devices is a DeviceError naming both") {
   CHECK_THROWS_AS(ts::conv2d(ts::ones({1, 3, 4, 4}, {.device = ts::Device::cuda(0)}), ts::ones({2, 3, 3, 3})),
                   ts::DeviceError);
   CHECK_THROWS_AS(ts::nll_loss(device, ts::tensor<int64_t>({0, 1, 2})), ts::DeviceError);
-  CHECK_THROWS_AS(ts::where(ts::ones({3, 3}, {.dtype = DType::u8}), device, device), ts::DeviceError);
+  CHECK_THROWS_AS(ts::where(ts::ones({3, 3}, {.dtype = DType::boolean}), device, device), ts::DeviceError);
 }
 
 #if TESSERA_HAS_CUDA

@@ -101,6 +101,7 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
   ts::Tensor w = ts::ones({2, 3, 3, 3});
   ts::Tensor labels = ts::zeros({3}, {.dtype = DType::i64});
   ts::Tensor mask = ts::ones({3, 3}, {.dtype = DType::u8});
+  ts::Tensor condition = ts::ones({3, 3}, {.dtype = DType::boolean});
   ts::Tensor indices = ts::zeros({2, 3, 2, 2}, {.dtype = DType::i64});
   ts::Tensor scalar = ts::ones({});
   const std::vector<std::pair<std::string, std::function<void()>>> calls = {
@@ -113,7 +114,7 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
       {"mul", [&] { cu::binary_(BinaryOp::mul, m, m); }},
       {"mul", [&] { cu::binary_(BinaryOp::mul, m, 2.0); }},
       {"add", [&] { cu::add_scaled_(m, m, 0.5); }},
-      {"where", [&] { cu::where(mask, m, m); }},
+      {"where", [&] { cu::where(condition, m, m); }},
       {"relu_backward", [&] { cu::relu_backward(m, m); }},
       {"sum", [&] { cu::sum(m, {}, false); }},
       {"amax", [&] { cu::amax(m, {1}, false); }},

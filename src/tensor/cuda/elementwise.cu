@@ -74,7 +74,7 @@ __device__ C apply_arithmetic(BinaryOp op, C a, C b) {
 }
 
 template <class C>
-__device__ uint8_t apply_comparison(BinaryOp op, C a, C b) {
+__device__ bool apply_comparison(BinaryOp op, C a, C b) {
   switch (op) {
     case BinaryOp::eq: return a == b;
     case BinaryOp::ne: return a != b;
@@ -82,7 +82,11 @@ __device__ uint8_t apply_comparison(BinaryOp op, C a, C b) {
     case BinaryOp::le: return a <= b;
     case BinaryOp::gt: return a > b;
     case BinaryOp::ge: return a >= b;
-    default: return 0;
+    // The logical ops read "nonzero" (NaN counts as true), as on the CPU.
+    case BinaryOp::logical_and: return a != C(0) && b != C(0);
+    case BinaryOp::logical_or: return a != C(0) || b != C(0);
+    case BinaryOp::logical_xor: return (a != C(0)) != (b != C(0));
+    default: return false;
   }
 }
 
@@ -101,7 +105,7 @@ struct ArithmeticFunctor {
 template <class T>
 struct ComparisonFunctor {
   BinaryOp op;
-  __device__ uint8_t operator()(T a, T b) const { return apply_comparison(op, load(a), load(b)); }
+  __device__ bool operator()(T a, T b) const { return apply_comparison(op, load(a), load(b)); }
 };
 
 template <class T>
@@ -119,7 +123,7 @@ struct ReluBackwardFunctor {
 template <class T>
 struct WhereBody {
   T* out;
-  const uint8_t* cond;
+  const bool* cond;
   const T* a;
   const T* b;
 
@@ -143,7 +147,9 @@ Tensor unary(UnaryOp op, const Tensor& self) {
   check_unary_dtype(op, self);
   DeviceGuard guard(self.device());
   Tensor out = empty(self.sizes(), self.dtype(), self.device());
-  device_dispatch_all(self.dtype(), [&]<class T>() { map_into<T, T>(out, self, UnaryFunctor<T>{op}); });
+  device_dispatch_all(self.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) map_into<T, T>(out, self, UnaryFunctor<T>{op});  // bool refused above
+  });
   return out;
 }
 
@@ -151,11 +157,11 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
   DeviceGuard guard(a.device());
-  Tensor out = empty(shape, is_comparison(op) ? DType::u8 : a.dtype(), a.device());
+  Tensor out = empty(shape, gives_bool(op) ? DType::boolean : a.dtype(), a.device());
   device_dispatch_all(a.dtype(), [&]<class T>() {
-    if (is_comparison(op)) {
-      zip_into<uint8_t, T, T>(out, a, b, ComparisonFunctor<T>{op});
-    } else {
+    if (gives_bool(op)) {
+      zip_into<bool, T, T>(out, a, b, ComparisonFunctor<T>{op});
+    } else if constexpr (!std::is_same_v<T, bool>) {  // arithmetic on bool: refused by the operand checks
       zip_into<T, T, T>(out, a, b, ArithmeticFunctor<T>{op});
     }
   });
@@ -176,10 +182,12 @@ Tensor binary(BinaryOp op, double a, const Tensor& b) {
 
 void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  TS_CHECK(!is_comparison(op), ValueError, op_name(op), "_: comparisons have no in-place form");
+  TS_CHECK(!gives_bool(op), ValueError, op_name(op), "_: comparisons and logical ops have no in-place form");
   check_in_place_shape(a, b, op_name(op));
   DeviceGuard guard(a.device());
-  device_dispatch_all(a.dtype(), [&]<class T>() { zip_into<T, T, T>(a, a, b, ArithmeticFunctor<T>{op}); });
+  device_dispatch_all(a.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) zip_into<T, T, T>(a, a, b, ArithmeticFunctor<T>{op});
+  });
 }
 
 void binary_(BinaryOp op, Tensor& a, double b) {
@@ -193,9 +201,11 @@ void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
   check_in_place_shape(self, other, "add");
   DeviceGuard guard(self.device());
   device_dispatch_all(self.dtype(), [&]<class T>() {
-    // As on the CPU, alpha is first rounded to the element type (an integer tensor adds int(alpha) * y).
-    const Compute<T> scale = static_cast<Compute<T>>(alpha);
-    zip_into<T, T, T>(self, self, other, AddScaledFunctor<T>{scale});
+    if constexpr (!std::is_same_v<T, bool>) {
+      // As on the CPU, alpha is first rounded to the element type (an integer tensor adds int(alpha) * y).
+      const Compute<T> scale = static_cast<Compute<T>>(alpha);
+      zip_into<T, T, T>(self, self, other, AddScaledFunctor<T>{scale});
+    }
   });
 }
 
@@ -206,7 +216,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = empty(shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
   device_dispatch_all(a.dtype(), [&]<class T>() {
-    WhereBody<T> body{static_cast<T*>(out.data_ptr()), static_cast<const uint8_t*>(cond.data_ptr()),
+    WhereBody<T> body{static_cast<T*>(out.data_ptr()), static_cast<const bool*>(cond.data_ptr()),
                       static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr())};
     StridedLayout<4> layout = make_layout<4>(shape, {&out, &cond, &a, &b});
     launch_elementwise(out.numel(), layout, false, body, stream_of(out));

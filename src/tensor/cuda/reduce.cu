@@ -232,13 +232,16 @@ Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) {
   }
   // Integers sum in int64, as in PyTorch.
   Tensor matrix = as_outer_inner(is_floating(self.dtype()) ? self : to_dtype(self, DType::i64), plan);
-  device_dispatch_all(out_dtype, [&]<class T>() { sum_rows<T>(matrix, plan.outer, plan.inner, out); });
+  device_dispatch_all(out_dtype, [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) sum_rows<T>(matrix, plan.outer, plan.inner, out);  // bool sums in int64
+  });
   return out;
 }
 
 Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
   check_defined(self, "amax");
   check_cuda(self, "amax");
+  check_max_dtype(self, "amax");
   ReductionPlan plan = plan_reduction(self, dims, keepdim, "amax");
   TS_CHECK(plan.inner > 0, ValueError, "amax: cannot reduce over an empty dimension of shape ",
            shape_str(self.sizes()));
@@ -248,8 +251,10 @@ Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
   Tensor indices = empty({plan.outer}, DType::i64, self.device());
   Tensor matrix = as_outer_inner(self, plan);
   device_dispatch_all(self.dtype(), [&]<class T>() {
-    max_rows<T>(matrix, plan.outer, plan.inner, static_cast<T*>(out.data_ptr()),
-                static_cast<int64_t*>(indices.data_ptr()));
+    if constexpr (!std::is_same_v<T, bool>) {
+      max_rows<T>(matrix, plan.outer, plan.inner, static_cast<T*>(out.data_ptr()),
+                  static_cast<int64_t*>(indices.data_ptr()));
+    }
   });
   return out;
 }
@@ -257,6 +262,7 @@ Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
 std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
   check_defined(self, "max");
   check_cuda(self, "max");
+  check_max_dtype(self, "max");
   ReductionPlan plan = plan_reduction(self, {wrap_dim(dim, self.dim(), "max")}, keepdim, "max");
   TS_CHECK(plan.inner > 0, ValueError, "max: cannot reduce over an empty dimension of shape ",
            shape_str(self.sizes()));
@@ -266,8 +272,10 @@ std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim
   if (plan.outer == 0) return {values, indices};
   Tensor matrix = as_outer_inner(self, plan);
   device_dispatch_all(self.dtype(), [&]<class T>() {
-    max_rows<T>(matrix, plan.outer, plan.inner, static_cast<T*>(values.data_ptr()),
-                static_cast<int64_t*>(indices.data_ptr()));
+    if constexpr (!std::is_same_v<T, bool>) {
+      max_rows<T>(matrix, plan.outer, plan.inner, static_cast<T*>(values.data_ptr()),
+                  static_cast<int64_t*>(indices.data_ptr()));
+    }
   });
   return {values, indices};
 }
