@@ -8,7 +8,7 @@
 namespace tessera::native {
 
 // True for a mask whose elements say whether a key takes part (PyTorch's bool masks).
-inline bool is_boolean_mask(DType dtype) { return dtype == DType::u8; }
+inline bool is_boolean_mask(DType dtype) { return dtype == DType::boolean; }
 
 struct AttentionGeometry {
   Shape batch_shape;      // the leading dims q, k and v share

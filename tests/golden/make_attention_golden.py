@@ -11,7 +11,6 @@ zeroed result, so no NaN reaches a gradient). No dropout here: its bits are Tess
 For every case: q, k, v (and mask), PyTorch's output, a fixed upstream gradient and the
 gradients of q, k and v, named "<case>/<role>". The case table (options) is JSON in the
 metadata entry "cases". Every case exists in float32 and float64 with the same values.
-Boolean masks are stored as U8 0/1 (the C++ test compares them with 0 to get its mask).
 Cases marked "transposed" store q, k, v as [B, T, H, D] (the layout GPT code makes before
 its transpose(1, 2)); the C++ test feeds their transposed, non-contiguous views.
 
@@ -92,7 +91,7 @@ def run_case(name, options, batch, length, source, head_dim, value_dim, dtype_na
         mask = make_mask(options["mask"], options["mask_shape"], g)
         if mask.dtype != torch.bool:
             mask = mask.to(dtype)
-        out["mask"] = mask.to(torch.uint8) if mask.dtype == torch.bool else mask
+        out["mask"] = mask
     views = [t.transpose(1, 2) if transposed else t for t in (q, k, v)]
     y = attention(*views, mask, options["is_causal"], options["scale"])
     grad_output = torch.randn(y.shape, generator=g, dtype=torch.float64).to(dtype)

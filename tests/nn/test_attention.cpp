@@ -384,6 +384,7 @@ TEST_CASE("attention errors name what is wrong") {
   CHECK(contains(message(q, ts::zeros({3, 5, 8}), v, {}), "same number of dims"));
   CHECK(contains(message(q, k, v, {.attn_mask = ts::zeros({4, 4})}), "does not broadcast"));
   CHECK(contains(message(q, k, v, {.attn_mask = ts::zeros({4, 5}, {.dtype = DType::f64})}), "boolean or of the query's dtype"));
+  CHECK(contains(message(q, k, v, {.attn_mask = ts::zeros({4, 5}, {.dtype = DType::u8})}), "got uint8"));
   CHECK(contains(message(q, k, v, {.attn_mask = ts::zeros({4, 5}), .is_causal = true}), "together with is_causal"));
   CHECK(contains(message(q, k, v, {.dropout_p = 1.5}), "probability must be in [0, 1]"));
   CHECK(contains(message(q, k.to(DType::f64), v, {}), "float32 and float64"));
@@ -433,8 +434,8 @@ TEST_CASE("golden: PyTorch's math attention (torch 1.13, written out), float32 a
     ts::ScaledDotProductAttentionOptions o{.is_causal = c.at("is_causal").as_bool()};
     if (!c.at("scale").is_null()) o.scale = c.at("scale").as_double();
     const std::string mask = c.at("mask").as_string();
-    if (mask == "bool") o.attn_mask = boolean(stored("mask"));
-    if (mask == "float") o.attn_mask = stored("mask");
+    if (mask != "none") o.attn_mask = stored("mask");
+    CHECK((mask != "bool" || o.attn_mask.dtype() == DType::boolean));
     auto view = [&](const Tensor& t) { return transposed ? t.transpose(1, 2) : t; };
     Tensor out = ts::scaled_dot_product_attention(view(q), view(k), view(v), o);
     out.backward(stored("grad_output"));

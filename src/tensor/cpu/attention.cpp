@@ -128,7 +128,7 @@ RowView<T> row_view(const Tensor& t_in, const Shape& batch_shape) {
 template <class T>
 struct MaskView {
   bool causal = false;
-  const uint8_t* keep = nullptr;  // boolean mask
+  const bool* keep = nullptr;  // boolean mask
   const T* add = nullptr;         // additive mask
   std::vector<int64_t> offsets;
   int64_t row_stride = 0, col_stride = 0;
@@ -146,7 +146,7 @@ MaskView<T> mask_view(const AttentionOptions& options, const AttentionGeometry& 
   view.row_stride = strides[strides.size() - 2];
   view.col_stride = strides.back();
   if (is_boolean_mask(mask.dtype())) {
-    view.keep = static_cast<const uint8_t*>(mask.data_ptr());
+    view.keep = static_cast<const bool*>(mask.data_ptr());
   } else {
     view.add = static_cast<const T*>(mask.data_ptr());
   }
@@ -243,7 +243,7 @@ void mask_row(const MaskView<T>& mask, int64_t n, int64_t i, int64_t j0, int64_t
   if (mask.causal) {
     for (int64_t j = std::clamp<int64_t>(i - j0 + 1, 0, cols); j < cols; ++j) s[j] = kMinusInfinity<T>;
   } else if (mask.keep != nullptr) {
-    const uint8_t* keep = mask.keep + mask.offsets[n] + i * mask.row_stride + j0 * mask.col_stride;
+    const bool* keep = mask.keep + mask.offsets[n] + i * mask.row_stride + j0 * mask.col_stride;
     for (int64_t j = 0; j < cols; ++j) s[j] = keep[j * mask.col_stride] ? s[j] : kMinusInfinity<T>;
   } else if (mask.add != nullptr) {
     const T* add = mask.add + mask.offsets[n] + i * mask.row_stride + j0 * mask.col_stride;

@@ -28,7 +28,7 @@ namespace {
 // What the row kernels need to mask a row and draw its dropout bits.
 template <class T>
 struct RowMasking {
-  const uint8_t* keep_mask = nullptr;  // dense [N, L, S] boolean mask, or null
+  const bool* keep_mask = nullptr;  // dense [N, L, S] boolean mask, or null
   const T* add_mask = nullptr;         // dense [N, L, S] additive mask, or null
   bool causal = false;
   int64_t queries = 0, keys = 0;
@@ -153,7 +153,7 @@ RowMasking<T> row_masking(const AttentionOptions& options, const AttentionGeomet
   if (options.attn_mask.defined()) {
     dense_mask = contiguous(expand(options.attn_mask, g.weights_shape()));
     if (is_boolean_mask(dense_mask.dtype())) {
-      m.keep_mask = static_cast<const uint8_t*>(dense_mask.data_ptr());
+      m.keep_mask = static_cast<const bool*>(dense_mask.data_ptr());
     } else {
       m.add_mask = static_cast<const T*>(dense_mask.data_ptr());
     }
