@@ -201,9 +201,13 @@ struct Problem {
   int64_t query_blocks() const { return (g.queries + query_block - 1) / query_block; }
   int64_t key_blocks() const { return (g.keys + key_block - 1) / key_block; }
   int64_t rows_at(int64_t i0) const { return std::min(query_block, g.queries - i0); }
-  int64_t cols_at(int64_t j0) const { return std::min(key_block, g.keys - j0); }
   // Whether any query of the block at i0 sees a key of the block at j0 (causal: j <= i).
   bool visible(int64_t i0, int64_t j0) const { return !mask.causal || j0 <= i0 + rows_at(i0) - 1; }
+  // The keys of tile (i0, j0): the block, cut after the last key a causal block sees.
+  int64_t cols_at(int64_t i0, int64_t j0) const {
+    const int64_t cols = std::min(key_block, g.keys - j0);
+    return mask.causal ? std::min(cols, i0 + rows_at(i0) - j0) : cols;
+  }
   // Work for the parallel decision: every tile's multiply-adds.
   bool worth_threads() const {
     return !omp_in_parallel() && g.batches * g.queries * g.keys * (g.head_dim + g.value_dim) >= kParallelWork;
@@ -237,6 +241,38 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
   return p;
 }
 
+// dst[c * ld_dst + r] = src[r * ld_src + c] for r < rows, c < cols.
+template <class T>
+void transpose_into(const T* src, int64_t ld_src, int64_t rows, int64_t cols, T* dst, int64_t ld_dst) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      for (int64_t r = r0; r < std::min(r0 + kBlock, rows); ++r) {
+        for (int64_t c = c0; c < std::min(c0 + kBlock, cols); ++c) dst[c * ld_dst + r] = src[r * ld_src + c];
+      }
+    }
+  }
+}
+
+// One head's K^T [E, S] and V^T [Ev, S] (rows S apart), kept by a thread while it works on
+// that head: the scores Q_i K_j^T and dP = dO_i V_j^T are then outer-product GEMMs along the
+// keys (the long dimension), which the float32 tiles run about twice as fast as the dot
+// products of K's own rows.
+template <class T>
+struct HeadTransposes {
+  T* kt = nullptr;
+  T* vt = nullptr;  // null where only K^T is needed (the forward)
+  int64_t head = -1;
+
+  void load(const Problem<T>& p, int64_t n) {
+    if (n == head) return;
+    const AttentionGeometry& g = p.g;
+    transpose_into(p.k.row(n, 0), p.k.ld, g.keys, g.head_dim, kt, g.keys);
+    if (vt != nullptr) transpose_into(p.v.row(n, 0), p.v.ld, g.keys, g.value_dim, vt, g.keys);
+    head = n;
+  }
+};
+
 // Masks one row of scores s[0, cols): query i, keys j0 .. j0 + cols.
 template <class T>
 void mask_row(const MaskView<T>& mask, int64_t n, int64_t i, int64_t j0, int64_t cols, T* s) {
@@ -251,20 +287,28 @@ void mask_row(const MaskView<T>& mask, int64_t n, int64_t i, int64_t j0, int64_t
   }
 }
 
-// The scores tile scale * Q_i K_j^T, masked, row stride key_block.
+// The scores tile scale * Q_i K_j^T of batch n (K^T from `heads`), masked; rows key_block apart.
 template <class T>
-void masked_scores(const Problem<T>& p, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* scores) {
-  gemm<T>(false, true, rows, cols, p.g.head_dim, p.scale, p.q.row(n, i0), p.q.ld, p.k.row(n, j0), p.k.ld, T(0),
+void masked_scores(const Problem<T>& p, const HeadTransposes<T>& heads, int64_t n, int64_t i0, int64_t rows,
+                   int64_t j0, int64_t cols, T* scores) {
+  gemm<T>(false, false, rows, cols, p.g.head_dim, p.scale, p.q.row(n, i0), p.q.ld, heads.kt + j0, p.g.keys, T(0),
           scores, p.key_block);
   for (int64_t r = 0; r < rows; ++r) mask_row(p.mask, n, i0 + r, j0, cols, scores + r * p.key_block);
 }
 
+// Sixteen running maxima, so that the loop becomes vector maxima (a single one is a chain
+// of dependent scalar ones).
 template <class T>
 T row_maximum(const T* s, int64_t cols) {
-  T maximum = kMinusInfinity<T>;
-#pragma omp simd reduction(max : maximum)
-  for (int64_t j = 0; j < cols; ++j) maximum = std::max(maximum, s[j]);
-  return maximum;
+  constexpr int kLanes = 16;
+  T lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, kMinusInfinity<T>);
+  int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], s[j + l]);
+  }
+  for (; j < cols; ++j) lanes[0] = std::max(lanes[0], s[j]);
+  return *std::max_element(lanes, lanes + kLanes);
 }
 
 // s[j] = exp(s[j] - shift); returns their sum.
@@ -311,20 +355,31 @@ class Scratch {
 
 // ---- Forward ----
 
+template <class T>
+struct ForwardScratch {
+  T* scores;   // [query_block, key_block]
+  T* row_max;  // [query_block]
+  T* row_sum;  // [query_block]
+  T* keep;     // [key_block]
+  HeadTransposes<T> heads;
+};
+
 // Output rows [i0, i0 + rows) of batch n (accumulated in place, `out` is their first row)
 // and their log-sum-exp.
 template <class T>
-void forward_block(const Problem<T>& p, int64_t n, int64_t i0, T* scores, T* row_max, T* row_sum, T* keep, T* out,
-                   T* lse) {
+void forward_block(const Problem<T>& p, ForwardScratch<T>& w, int64_t n, int64_t i0, T* out, T* lse) {
   const int64_t rows = p.rows_at(i0), value_dim = p.g.value_dim, bk = p.key_block;
+  T* row_max = w.row_max;
+  T* row_sum = w.row_sum;
+  w.heads.load(p, n);
   std::fill(out, out + rows * value_dim, T(0));
   std::fill(row_max, row_max + rows, kMinusInfinity<T>);
   std::fill(row_sum, row_sum + rows, T(0));
   for (int64_t j0 = 0; j0 < p.g.keys && p.visible(i0, j0); j0 += bk) {
-    const int64_t cols = p.cols_at(j0);
-    masked_scores(p, n, i0, rows, j0, cols, scores);
+    const int64_t cols = p.cols_at(i0, j0);
+    masked_scores(p, w.heads, n, i0, rows, j0, cols, w.scores);
     for (int64_t r = 0; r < rows; ++r) {
-      T* s = scores + r * bk;
+      T* s = w.scores + r * bk;
       const T new_max = std::max(row_max[r], row_maximum(s, cols));
       if (new_max == kMinusInfinity<T>) {  // no key of this row taken part yet
         std::fill(s, s + cols, T(0));
@@ -336,12 +391,13 @@ void forward_block(const Problem<T>& p, int64_t n, int64_t i0, T* scores, T* row
       row_max[r] = new_max;
       if (correction != T(1)) scale_row(out + r * value_dim, value_dim, correction);
       if (p.dropout.active) {
-        p.dropout.keep_factors(n, i0 + r, j0, cols, keep);
+        p.dropout.keep_factors(n, i0 + r, j0, cols, w.keep);
+        const T* keep = w.keep;
 #pragma omp simd
         for (int64_t j = 0; j < cols; ++j) s[j] *= keep[j];
       }
     }
-    gemm<T>(false, false, rows, value_dim, cols, T(1), scores, bk, p.v.row(n, j0), p.v.ld, T(1), out, value_dim);
+    gemm<T>(false, false, rows, value_dim, cols, T(1), w.scores, bk, p.v.row(n, j0), p.v.ld, T(1), out, value_dim);
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (row_sum[r] == T(0)) {
@@ -361,20 +417,18 @@ void forward(const Problem<T>& p, Tensor& output, Tensor& logsumexp) {
   T* lse = logsumexp.data_ptr<T>();
   const int64_t q_blocks = p.query_blocks(), items = g.batches * q_blocks;
   const int threads = p.worth_threads() ? omp_get_max_threads() : 1;
-  const Scratch<T> scratch(threads, {p.query_block * p.key_block, p.query_block, p.query_block, p.key_block});
+  const Scratch<T> scratch(
+      threads, {p.query_block * p.key_block, p.query_block, p.query_block, p.key_block, g.head_dim * g.keys});
 #pragma omp parallel num_threads(threads)
   {
     const int thread = omp_get_thread_num();
-    T* scores = scratch.piece(thread, 0);
-    T* row_max = scratch.piece(thread, 1);
-    T* row_sum = scratch.piece(thread, 2);
-    T* keep = scratch.piece(thread, 3);
+    ForwardScratch<T> w{scratch.piece(thread, 0), scratch.piece(thread, 1), scratch.piece(thread, 2),
+                        scratch.piece(thread, 3), {scratch.piece(thread, 4), nullptr}};
     // Dynamic: under a causal mask later query blocks have more keys to visit.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
       const int64_t n = item / q_blocks, i0 = item % q_blocks * p.query_block;
-      forward_block(p, n, i0, scores, row_max, row_sum, keep, out + (n * g.queries + i0) * g.value_dim,
-                    lse + n * g.queries + i0);
+      forward_block(p, w, n, i0, out + (n * g.queries + i0) * g.value_dim, lse + n * g.queries + i0);
     }
   }
 }
@@ -392,22 +446,26 @@ struct Gradients {
 };
 
 template <class T>
-struct TileScratch {
+struct BackwardScratch {
   T* probs;    // P
   T* dprobs;   // dP, then dS
   T* dropped;  // Pd (dropout only)
   T* keep;     // one row of keep factors
+  T* dkt;      // dK^T [E, S] of the thread's head (the key blocks it owns)
+  T* dvt;      // dV^T [Ev, S]
+  HeadTransposes<T> heads;
 };
 
-// Tile (i0, j0) of batch n: adds its terms to dQ_i (want_dq) and to dK_j, dV_j (want_dkv).
+// Tile (i0, j0) of batch n: adds its terms to dQ_i (want_dq) and to dK_j^T, dV_j^T in the
+// scratch (want_dkv).
 template <class T>
-void backward_tile(const Problem<T>& p, const Gradients<T>& grads, int64_t n, int64_t i0, int64_t j0, bool want_dq,
-                   bool want_dkv, const TileScratch<T>& scratch) {
+void backward_tile(const Problem<T>& p, const Gradients<T>& grads, BackwardScratch<T>& w, int64_t n, int64_t i0,
+                   int64_t j0, bool want_dq, bool want_dkv) {
   const AttentionGeometry& g = p.g;
-  const int64_t rows = p.rows_at(i0), cols = p.cols_at(j0), bk = p.key_block;
-  T* probs = scratch.probs;
-  T* dprobs = scratch.dprobs;
-  masked_scores(p, n, i0, rows, j0, cols, probs);
+  const int64_t rows = p.rows_at(i0), cols = p.cols_at(i0, j0), bk = p.key_block, keys = g.keys;
+  T* probs = w.probs;
+  T* dprobs = w.dprobs;
+  masked_scores(p, w.heads, n, i0, rows, j0, cols, probs);
   const T* lse = grads.lse + n * g.queries + i0;
   for (int64_t r = 0; r < rows; ++r) {
     T* s = probs + r * bk;
@@ -419,24 +477,23 @@ void backward_tile(const Problem<T>& p, const Gradients<T>& grads, int64_t n, in
   }
   const T* dropped = probs;  // the weights that met V
   if (p.dropout.active) {
-    T* pd = scratch.dropped;
-    T* keep = scratch.keep;
     for (int64_t r = 0; r < rows; ++r) {
-      p.dropout.keep_factors(n, i0 + r, j0, cols, keep);
+      p.dropout.keep_factors(n, i0 + r, j0, cols, w.keep);
       const T* s = probs + r * bk;
-      T* d = pd + r * bk;
+      const T* keep = w.keep;
+      T* d = w.dropped + r * bk;
+      const T keep_scale = p.keep_scale;
 #pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) d[j] = s[j] * keep[j] * p.keep_scale;
+      for (int64_t j = 0; j < cols; ++j) d[j] = s[j] * keep[j] * keep_scale;
     }
-    dropped = pd;
+    dropped = w.dropped;
   }
   const T* grad_out = grads.grad_output.row(n, i0);
   const int64_t ld_grad = grads.grad_output.ld;
-  if (want_dkv) {
-    gemm<T>(true, false, cols, g.value_dim, rows, T(1), dropped, bk, grad_out, ld_grad, T(1),
-            grads.dv + (n * g.keys + j0) * g.value_dim, g.value_dim);
+  if (want_dkv) {  // dV_j^T += dO_i^T Pd
+    gemm<T>(true, false, g.value_dim, cols, rows, T(1), grad_out, ld_grad, dropped, bk, T(1), w.dvt + j0, keys);
   }
-  gemm<T>(false, true, rows, cols, g.value_dim, T(1), grad_out, ld_grad, p.v.row(n, j0), p.v.ld, T(0), dprobs, bk);
+  gemm<T>(false, false, rows, cols, g.value_dim, T(1), grad_out, ld_grad, w.heads.vt + j0, keys, T(0), dprobs, bk);
   const T* delta = grads.delta + n * g.queries + i0;
   for (int64_t r = 0; r < rows; ++r) {
     const T* s = probs + r * bk;
@@ -451,14 +508,30 @@ void backward_tile(const Problem<T>& p, const Gradients<T>& grads, int64_t n, in
       for (int64_t j = 0; j < cols; ++j) ds[j] = s[j] * (ds[j] - delta_r);
     }
   }
-  if (want_dq) {
+  if (want_dq) {  // dQ_i += scale dS K_j
     gemm<T>(false, false, rows, g.head_dim, cols, p.scale, dprobs, bk, p.k.row(n, j0), p.k.ld, T(1),
             grads.dq + (n * g.queries + i0) * g.head_dim, g.head_dim);
   }
-  if (want_dkv) {
-    gemm<T>(true, false, cols, g.head_dim, rows, p.scale, dprobs, bk, p.q.row(n, i0), p.q.ld, T(1),
-            grads.dk + (n * g.keys + j0) * g.head_dim, g.head_dim);
+  if (want_dkv) {  // dK_j^T += scale Q_i^T dS
+    gemm<T>(true, false, g.head_dim, cols, rows, p.scale, p.q.row(n, i0), p.q.ld, dprobs, bk, T(1), w.dkt + j0, keys);
   }
+}
+
+// Keys [j0, j0 + cols) of head n: zeroes their dK^T, dV^T scratch columns (begin), or
+// writes them out to dk and dv (end).
+template <class T>
+void clear_key_gradients(const Problem<T>& p, BackwardScratch<T>& w, int64_t j0, int64_t cols) {
+  const AttentionGeometry& g = p.g;
+  for (int64_t e = 0; e < g.head_dim; ++e) std::fill(w.dkt + e * g.keys + j0, w.dkt + e * g.keys + j0 + cols, T(0));
+  for (int64_t e = 0; e < g.value_dim; ++e) std::fill(w.dvt + e * g.keys + j0, w.dvt + e * g.keys + j0 + cols, T(0));
+}
+
+template <class T>
+void store_key_gradients(const Problem<T>& p, const Gradients<T>& grads, const BackwardScratch<T>& w, int64_t n,
+                         int64_t j0, int64_t cols) {
+  const AttentionGeometry& g = p.g;
+  transpose_into(w.dkt + j0, g.keys, g.head_dim, cols, grads.dk + (n * g.keys + j0) * g.head_dim, g.head_dim);
+  transpose_into(w.dvt + j0, g.keys, g.value_dim, cols, grads.dv + (n * g.keys + j0) * g.value_dim, g.value_dim);
 }
 
 // D = rowsum(dO * O) for every row of every batch.
@@ -481,22 +554,33 @@ void row_deltas(const Problem<T>& p, const RowView<T>& grad_output, const RowVie
 template <class T>
 void backward(const Problem<T>& p, const Gradients<T>& grads) {
   const AttentionGeometry& g = p.g;
-  const int64_t q_blocks = p.query_blocks(), k_blocks = p.key_blocks();
+  const int64_t q_blocks = p.query_blocks(), k_blocks = p.key_blocks(), bq = p.query_block, bk = p.key_block;
   const int threads = p.worth_threads() ? omp_get_max_threads() : 1;
-  const int64_t tile = p.query_block * p.key_block;
-  const Scratch<T> scratch(threads, {tile, tile, p.dropout.active ? tile : 0, p.key_block});
-  auto tile_scratch = [&](int thread) {
-    return TileScratch<T>{scratch.piece(thread, 0), scratch.piece(thread, 1), scratch.piece(thread, 2),
-                       scratch.piece(thread, 3)};
+  const int64_t tile = bq * bk, per_head = (g.head_dim + g.value_dim) * g.keys;
+  const Scratch<T> scratch(threads, {tile, tile, p.dropout.active ? tile : 0, bk, g.head_dim * g.keys,
+                                     g.value_dim * g.keys, per_head});
+  auto scratch_of = [&](int thread) {
+    T* transposes = scratch.piece(thread, 6);
+    return BackwardScratch<T>{scratch.piece(thread, 0),
+                              scratch.piece(thread, 1),
+                              scratch.piece(thread, 2),
+                              scratch.piece(thread, 3),
+                              scratch.piece(thread, 4),
+                              scratch.piece(thread, 5),
+                              {transposes, transposes + g.head_dim * g.keys}};
   };
   if (g.batches >= threads) {  // whole heads per thread, one pass
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t n = 0; n < g.batches; ++n) {
-      const TileScratch<T> mine = tile_scratch(omp_get_thread_num());
-      for (int64_t qb = 0; qb < q_blocks; ++qb) {
-        for (int64_t kb = 0; kb < k_blocks && p.visible(qb * p.query_block, kb * p.key_block); ++kb) {
-          backward_tile(p, grads, n, qb * p.query_block, kb * p.key_block, true, true, mine);
+#pragma omp parallel num_threads(threads)
+    {
+      BackwardScratch<T> w = scratch_of(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t n = 0; n < g.batches; ++n) {
+        w.heads.load(p, n);
+        clear_key_gradients(p, w, 0, g.keys);
+        for (int64_t i0 = 0; i0 < g.queries; i0 += bq) {
+          for (int64_t j0 = 0; j0 < g.keys && p.visible(i0, j0); j0 += bk) backward_tile(p, grads, w, n, i0, j0, true, true);
         }
+        store_key_gradients(p, grads, w, n, 0, g.keys);
       }
     }
     return;
@@ -504,20 +588,22 @@ void backward(const Problem<T>& p, const Gradients<T>& grads) {
   // Fewer heads than threads: dK, dV per (n, key block), then dQ per (n, query block).
 #pragma omp parallel num_threads(threads)
   {
-    const TileScratch<T> mine = tile_scratch(omp_get_thread_num());
+    BackwardScratch<T> w = scratch_of(omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < g.batches * k_blocks; ++item) {
-      const int64_t n = item / k_blocks, j0 = item % k_blocks * p.key_block;
-      for (int64_t qb = 0; qb < q_blocks; ++qb) {
-        if (p.visible(qb * p.query_block, j0)) backward_tile(p, grads, n, qb * p.query_block, j0, false, true, mine);
+      const int64_t n = item / k_blocks, j0 = item % k_blocks * bk, cols = std::min(bk, g.keys - j0);
+      w.heads.load(p, n);
+      clear_key_gradients(p, w, j0, cols);
+      for (int64_t i0 = 0; i0 < g.queries; i0 += bq) {
+        if (p.visible(i0, j0)) backward_tile(p, grads, w, n, i0, j0, false, true);
       }
+      store_key_gradients(p, grads, w, n, j0, cols);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < g.batches * q_blocks; ++item) {
-      const int64_t n = item / q_blocks, i0 = item % q_blocks * p.query_block;
-      for (int64_t kb = 0; kb < k_blocks && p.visible(i0, kb * p.key_block); ++kb) {
-        backward_tile(p, grads, n, i0, kb * p.key_block, true, false, mine);
-      }
+      const int64_t n = item / q_blocks, i0 = item % q_blocks * bq;
+      w.heads.load(p, n);
+      for (int64_t j0 = 0; j0 < g.keys && p.visible(i0, j0); j0 += bk) backward_tile(p, grads, w, n, i0, j0, true, false);
     }
   }
 }
@@ -545,8 +631,8 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const T
   check_attention_backward_operands(grad_output, output, logsumexp, g, q, op);
   check_cpu(q, op);
   Tensor dq = zeros(q.sizes(), q.dtype(), q.device());
-  Tensor dk = zeros(k.sizes(), k.dtype(), k.device());
-  Tensor dv = zeros(v.sizes(), v.dtype(), v.device());
+  Tensor dk = empty(k.sizes(), k.dtype(), k.device());
+  Tensor dv = empty(v.sizes(), v.dtype(), v.device());
   dispatch_floating(q.dtype(), op, [&]<class T>() {
     const Problem<T> p = make_problem<T>(q, k, v, options, g);
     Gradients<T> grads;
