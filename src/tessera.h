@@ -27,6 +27,7 @@
 #include "tessera/data/transforms.h"
 #include "tessera/dist/dist.h"
 #include "tessera/tensor/allocator.h"
+#include "tessera/tensor/cpu_capability.h"
 #include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/device.h"
 #include "tessera/tensor/dtype.h"

@@ -171,11 +171,12 @@ void run_case(const json::Value& c) {
   } else if (op == "log_softmax") {
     output = ts::log_softmax(input, c.at("dim").as_int());
   } else if (op == "nll_loss" || op == "cross_entropy") {
-    ts::NllLossOptions options{.weight = c.at("weight").as_bool() ? stored("weight") : Tensor(),
-                               .reduction = reduction_from(c.at("reduction").as_string()),
-                               .ignore_index = c.at("ignore_index").as_int()};
-    output = op == "nll_loss" ? ts::nll_loss(input, stored("target"), options)
-                              : ts::cross_entropy(input, stored("target"), options);
+    ts::CrossEntropyOptions options{.weight = c.at("weight").as_bool() ? stored("weight") : Tensor(),
+                                    .reduction = reduction_from(c.at("reduction").as_string()),
+                                    .ignore_index = c.at("ignore_index").as_int()};
+    output = op == "nll_loss"
+                 ? ts::nll_loss(input, stored("target"), {options.weight, options.reduction, options.ignore_index})
+                 : ts::cross_entropy(input, stored("target"), options);
   } else {
     FAIL("unknown op " << op << " in case " << name);
   }
