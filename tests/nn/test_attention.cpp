@@ -282,6 +282,17 @@ TEST_CASE("a query whose every key is masked gives 0 and zero gradients (PyTorch
   }
 }
 
+TEST_CASE("NaN in a query or key reaches the output, as in PyTorch (not hidden as a masked row)") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Problem p = make_problem({"nan", {1, 1}, 3, 300, 4, 2}, dtype, 15);
+    ts::NoGradGuard no_grad;
+    p.q.narrow(-2, 1, 1).fill_(NAN);  // query 1: every score NaN
+    p.k.narrow(-2, 280, 1).fill_(NAN);  // key 280 (second key tile): NaN for every query
+    const Result r = run_kernel(p);
+    for (int64_t i = 0; i < 3; ++i) CHECK(std::isnan(r.out.select(-2, i).sum().item<double>()));
+  }
+}
+
 TEST_CASE("dropout: the weights dropout() drops in the weights tensor, drawn again identically in backward") {
   const Config c{"dropout", {2, 3}, 20, 33, 8, 8, "none", true, 0, 0.25};
   const Problem p = make_problem(c, DType::f32, 21);
