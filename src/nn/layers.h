@@ -73,6 +73,10 @@ class Dropout : public Module {
   Tensor forward(Tensor input) override;
   std::string extra_repr() const override;
   double p() const { return p_; }
+  // The key of this module's next mask: seed, step and first row from the current
+  // BatchScope (outside one, from the default generator), the stream from path(). forward()
+  // takes one per training call; attention's dropout (nn/attention.h) takes one too.
+  DropoutKey next_key();
 
  private:
   double p_;
