@@ -306,12 +306,15 @@ void SafetensorsFile::read_bytes(const TensorEntry& entry, uint64_t first_byte, 
                  "the file ends inside the tensor's data (was it truncated after it was opened?)");
   }
   if (entry.dtype == DType::boolean) {
-    // Any other byte would be undefined behaviour once read as a C++ bool.
-    const auto* bytes = static_cast<const unsigned char*>(out);
+    // Any other byte would be undefined behaviour once read as a C++ bool; the destination
+    // is cleared before the error, so no such byte is left in it either.
+    auto* bytes = static_cast<unsigned char*>(out);
     for (uint64_t i = 0; i < count; ++i) {
       if (bytes[i] > 1) {
+        const int value = bytes[i];
+        std::memset(out, 0, count);
         format_error(path_, offset + i, entry.name,
-                     detail::concat("BOOL element ", first_byte + i, " holds the byte ", static_cast<int>(bytes[i]),
+                     detail::concat("BOOL element ", first_byte + i, " holds the byte ", value,
                                     "; a bool must be 0 or 1"));
       }
     }

@@ -420,6 +420,10 @@ TEST_CASE("safetensors: hostile headers are FormatErrors naming file, tensor and
   CHECK(partial.read_slice("m", 0, 2).to_vector<bool>() == std::vector<bool>{true, false});
   CHECK(contains(format_error_of([&] { partial.read_slice("m", 1, 3); }),
                  "byte " + std::to_string(third_byte) + ": tensor 'm': BOOL element 2 holds the byte 2"));
+  // Reading into a tensor of one's own leaves no invalid byte in it when it fails.
+  Tensor destination = ts::ones({4}, {.dtype = DType::boolean});
+  CHECK_THROWS_AS(partial.read_into("m", 0, destination), io::FormatError);
+  CHECK(destination.to_vector<uint8_t>() == std::vector<uint8_t>{0, 0, 0, 0});
 }
 
 TEST_CASE("safetensors: a missing or unreadable file is an IOError naming it") {

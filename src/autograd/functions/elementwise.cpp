@@ -302,5 +302,9 @@ Tensor Tensor::sigmoid() const { return tessera::sigmoid(*this); }
 Tensor Tensor::tanh() const { return tessera::tanh(*this); }
 Tensor Tensor::pow(double exponent) const { return tessera::pow(*this, exponent); }
 Tensor Tensor::pow(const Tensor& exponent) const { return tessera::pow(*this, exponent); }
+Tensor Tensor::logical_not() const { return tessera::logical_not(*this); }
+Tensor Tensor::logical_and(const Tensor& other) const { return tessera::logical_and(*this, other); }
+Tensor Tensor::logical_or(const Tensor& other) const { return tessera::logical_or(*this, other); }
+Tensor Tensor::logical_xor(const Tensor& other) const { return tessera::logical_xor(*this, other); }
 
 }  // namespace tessera
