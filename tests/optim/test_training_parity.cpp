@@ -13,8 +13,8 @@
 //            by training. Measured: 4.4e-6 (SGD) and 2.7e-7 (Adam) with the AVX-512
 //            kernels (conv_shifted.cpp, sgemm.cpp), 4.3e-6 and 1.8e-7 with im2col + Eigen
 //            (TESSERA_CPU_CAPABILITY=default). Re-recorded when the shifted-row forward
-//            began summing its 288-term dot products in blocks of 64 (4x smaller error
-//            than PyTorch's own there, bench/accuracy): another order, so other last bits;
+//            began summing its 288-term dot products in blocks of 64 (4x less error
+//            than before, half PyTorch's own, bench/accuracy): another order, so other last bits;
 //            before, 4.4e-6 and 2.1e-7 (AVX-512), 4.4e-6 and 1.6e-7 (im2col + Eigen).
 //            Adam is the sensitive one: its first steps move every weight by about
 //            lr * sign(grad), so tiny gradients amplify any change of summation order (an
