@@ -52,6 +52,7 @@ struct Options {
   int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch
   int64_t keep_checkpoints = 3;  // 0 keeps all
   bool resume = false;
+  bool overwrite_checkpoints = false;
   std::string device = "cpu";
   std::string dist_backend = "auto";
   std::string mixed_precision = "off";
@@ -83,9 +84,13 @@ with FSDP. Run alone for one rank, or under mpirun for several.
   --checkpoint-every N    save every N training steps (optimizer steps, counted across
                           epochs), and at the end of training [0: at the end of every epoch]
   --keep-checkpoints K    keep the newest K checkpoints [3; 0 keeps all]
-  --resume                continue from DIR/latest when there is one (model, optimizer, learning
-                          rate schedule, step, epoch and batch, seed), at any number of ranks;
-                          without a checkpoint, start from scratch
+  --resume                continue from DIR/latest (model, optimizer, learning rate schedule,
+                          step, epoch and batch, seed), at any number of ranks; when latest is
+                          missing or damaged, from the newest complete checkpoint, saying so;
+                          from scratch only when DIR holds no checkpoint
+  --overwrite-checkpoints start a new run in a DIR holding another run's checkpoints, which
+                          its saves may then replace and prune (without it, or --resume, such a
+                          DIR is refused)
   --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
   --dist-backend NAME     collectives for CUDA parameters: nccl (one GPU per rank), world
                           (the MPI world, staging through host memory: ranks may share a
@@ -125,6 +130,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
     else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int64_t>();
     else if (flag == "--resume") o.resume = true;
+    else if (flag == "--overwrite-checkpoints") o.overwrite_checkpoints = true;
     else if (flag == "--device") o.device = args.value();
     else if (flag == "--dist-backend") o.dist_backend = args.value();
     else if (flag == "--mixed-precision") o.mixed_precision = args.value();
@@ -132,6 +138,9 @@ Options parse_options(int argc, char** argv) {
     else args.unknown();
   }
   if (o.resume && o.checkpoint_dir.empty()) args.error("--resume needs --checkpoint-dir");
+  if (o.overwrite_checkpoints && (o.checkpoint_dir.empty() || o.resume)) {
+    args.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
+  }
   if (o.batch_size < 1 || o.test_batch_size < 1) args.error("batch sizes must be positive");
   if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
     args.error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
@@ -258,23 +267,28 @@ int run(int argc, char** argv) {
   std::optional<ts::checkpoint::CheckpointManager> checkpoints;
   if (!options.checkpoint_dir.empty()) {
     checkpoints.emplace(options.checkpoint_dir,
-                        ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints)});
+                        ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints),
+                                                                 .overwrite = options.overwrite_checkpoints});
+    // Before training: another job in the folder, or another run's checkpoints, fail now.
+    if (!options.resume) checkpoints->claim(*world);
   }
   if (options.resume) {
     if (auto restored = checkpoints->restore(model, stateful)) {
+      const ts::checkpoint::ResumePoint& from = *checkpoints->resumed_from();
+      if (!from.note.empty()) report.line("--resume: " + from.note);
       const ts::io::json::Value& extra = restored->extra;
       const ts::io::json::Value* batch_size = extra.find("batch_size");
       if (batch_size == nullptr || extra.find("loss_sum") == nullptr || extra.find("samples") == nullptr) {
-        throw ts::ValueError("--resume: " + *checkpoints->latest() + " was not saved by this example");
+        throw ts::ValueError("--resume: " + from.path + " was not saved by this example");
       }
       if (batch_size->as_int() != options.batch_size) {
-        throw ts::ValueError(ts::detail::concat("--resume: ", *checkpoints->latest(), " was saved with --batch-size ",
+        throw ts::ValueError(ts::detail::concat("--resume: ", from.path, " was saved with --batch-size ",
                                                 batch_size->as_int(), "; resume with the same batch size"));
       }
       state = *restored;
       loss_sum = extra.at("loss_sum").as_double();
       samples = extra.at("samples").as_int();
-      report.checkpoint("resume", *checkpoints->latest(), state);
+      report.checkpoint("resume", from.path, state);
       if (state.seed != options.seed) report.line(ts::detail::concat("using the checkpoint's seed ", state.seed));
     } else {
       report.line("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");

@@ -94,16 +94,8 @@ std::unordered_map<std::string, Expected> expected_tensors(const Manifest& manif
 }
 
 std::string read_text_file(const std::string& path, uint64_t limit) {
-  io::FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    int error = errno;
-    throw io::IOError(tessera::detail::concat("cannot open '", path, "': ", io::os_error(error)));
-  }
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
-    throw io::IOError(tessera::detail::concat("cannot read '", path, "': not a regular file"));
-  }
-  auto size = static_cast<uint64_t>(info.st_size);
+  uint64_t size = 0;
+  io::FileDescriptor fd = io::open_regular_file(path, &size);
   if (size > limit) {
     throw io::FormatError(tessera::detail::concat(path, ": byte 0: the file is ", size, " bytes, over the ", limit,
                                                   "-byte limit for metadata (corrupt?)"));
@@ -297,6 +289,11 @@ const io::SafetensorsFile& ShardedCheckpoint::file(size_t index) const {
     int error = errno;
     throw io::IOError(tessera::detail::concat("cannot open '", path, "': ", io::os_error(error)));
   }
+  if (!S_ISREG(info.st_mode)) {
+    throw io::IOError(tessera::detail::concat("cannot read '", path, "': it is ", io::file_type_name(info.st_mode),
+                                              ", not a regular file (", metadata_path_, " records a ", record.bytes,
+                                              "-byte rank file)"));
+  }
   if (static_cast<uint64_t>(info.st_size) != record.bytes) {
     throw io::FormatError(tessera::detail::concat(path, ": byte ", std::min<uint64_t>(info.st_size, record.bytes),
                                                   ": the file is ", info.st_size, " bytes but ", metadata_path_,
@@ -347,6 +344,10 @@ Tensor ShardedCheckpoint::buffer(const std::string& name) const {
     return native::view(out, record.shape);
   }
   throw ValueError(tessera::detail::concat("checkpoint '", directory_, "' has no buffer '", name, "'"));
+}
+
+void ShardedCheckpoint::check_files() const {
+  for (size_t f = 0; f < metadata_.files.size(); ++f) file(f);
 }
 
 void ShardedCheckpoint::verify_all() const {

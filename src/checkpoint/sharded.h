@@ -80,6 +80,9 @@ class ShardedCheckpoint final : public FlatSource {
 
   // Reads every tensor of every file, checking every CRC (tessera-checkpoint verify).
   void verify_all() const;
+  // Opens every rank file and checks it against the metadata (type, size, header), without
+  // reading tensor data: is the checkpoint complete?
+  void check_files() const;
 
  private:
   struct Piece {

@@ -1,9 +1,14 @@
 #include "tessera/io/posix_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <system_error>
-#include <unistd.h>
+
+#include "tessera/io/errors.h"
 
 namespace tessera::io {
 
@@ -31,6 +36,39 @@ int FileDescriptor::close_checked() {
   // After EINTR the descriptor is closed on Linux; the data may still be written later,
   // which the fsync before close already made sure of.
   return (result == 0 || errno == EINTR) ? 0 : errno;
+}
+
+std::string file_type_name(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO (named pipe)";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFLNK: return "a symbolic link";
+  }
+  return "not a regular file";
+}
+
+FileDescriptor open_regular_file(const std::string& path, uint64_t* size) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. It
+  // changes nothing for regular files, whose reads never block.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) {
+    int error = errno;
+    throw IOError(detail::concat("cannot open '", path, "': ", os_error(error)));
+  }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) {
+    int error = errno;
+    throw IOError(detail::concat("cannot stat '", path, "': ", os_error(error)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw IOError(detail::concat("cannot read '", path, "': it is ", file_type_name(info.st_mode), ", not a regular file"));
+  }
+  if (size != nullptr) *size = static_cast<uint64_t>(info.st_size);
+  return fd;
 }
 
 int write_all(int fd, const void* data, size_t count) {

@@ -227,7 +227,7 @@ TEST_CASE("the manager keeps the last N, moves latest, replaces a step and drops
   // Saving step 5 again replaces it whole.
   manager.save(trained.model, trained.with(), {.step = 5, .epoch = 42});
   CHECK(entries_of(root) ==
-        std::vector<std::string>{"latest", "step-00000004", "step-00000005"});
+        std::vector<std::string>{".lock", "latest", "step-00000004", "step-00000005"});
   ckpt::TrainingState back = *manager.restore(trained.model, trained.with());
   CHECK(back.epoch == 42);
 

@@ -53,7 +53,7 @@ TEST_CASE("--help lists the flags; an unknown flag is a usage error") {
   for (const char* flag : {"--data", "--epochs", "--batch-size", "--test-batch-size", "--lr", "--optimizer",
                            "--momentum", "--gamma", "--seed", "--threads", "--save", "--init", "--log-interval",
                            "--dry-run", "--json", "--checkpoint-dir", "--checkpoint-every", "--keep-checkpoints",
-                           "--resume"}) {
+                           "--resume", "--overwrite-checkpoints"}) {
     CHECK_MESSAGE(contains(help.out, flag), flag);
   }
   Run bad = run_example("--epochs two");
@@ -237,4 +237,33 @@ TEST_CASE("--checkpoint-dir, --checkpoint-every and --resume continue a run exac
                           (data / "empty").string() + " --resume");
   CHECK(fresh.status == 0);
   CHECK(contains(fresh.out, "starting from scratch"));
+}
+
+TEST_CASE("another run's checkpoints are refused without --resume or --overwrite-checkpoints; a lost latest is recovered") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  const std::string checkpoints = (data / "ckpt").string();
+  const std::string common = "--data " + data.path().string() + " --epochs 1 --batch-size 16 --test-batch-size 20 " +
+                             "--json --threads 1 --checkpoint-dir " + checkpoints + " --checkpoint-every 2";
+  REQUIRE(run_example(common).status == 0);  // steps 2, 4, 6
+  Run again = run_example(common);
+  CHECK(again.status == 1);
+  CHECK(contains(again.err, "checkpoint folder '" + checkpoints + "' holds the checkpoints of another run (latest, "
+                            "step-00000006, step-00000004, step-00000002)"));
+  CHECK(parse_printed(again.out).train.empty());  // refused before training
+  CHECK(read_text(checkpoints + "/latest") == "step-00000006\n");
+  CHECK(run_example(common + " --overwrite-checkpoints").status == 0);
+
+  std::filesystem::remove(checkpoints + "/latest");
+  Run resumed = run_example(common + " --resume --epochs 2");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(parse_printed(resumed.out).resumed_step == 6);
+  CHECK(contains(resumed.out, "--resume: '" + checkpoints + "/latest' is missing (a crash right after a save?); "
+                              "resuming from the newest complete checkpoint, " + checkpoints + "/step-00000006"));
+
+  Run not_a_folder = run_example("--data " + data.path().string() + " --dry-run --checkpoint-dir " +
+                                 (data / "train-images-idx3-ubyte").string());
+  CHECK(not_a_folder.status == 1);
+  CHECK(contains(not_a_folder.err, "train-images-idx3-ubyte' is a regular file, not a folder"));
 }
