@@ -23,6 +23,7 @@
 
 #include "mnist_net.h"
 #include "command_line.h"
+#include "finite_loss.h"
 #include "printer.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
@@ -50,7 +51,7 @@ struct Options {
   bool json = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch
-  int64_t keep_checkpoints = 3;  // 0 keeps all
+  int keep_checkpoints = 3;  // 0 keeps all
   bool resume = false;
   bool overwrite_checkpoints = false;
   std::string device = "cpu";
@@ -128,7 +129,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--json") o.json = true;
     else if (flag == "--checkpoint-dir") o.checkpoint_dir = args.value();
     else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
-    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int64_t>();
+    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int>();
     else if (flag == "--resume") o.resume = true;
     else if (flag == "--overwrite-checkpoints") o.overwrite_checkpoints = true;
     else if (flag == "--device") o.device = args.value();
@@ -267,7 +268,7 @@ int run(int argc, char** argv) {
   std::optional<ts::checkpoint::CheckpointManager> checkpoints;
   if (!options.checkpoint_dir.empty()) {
     checkpoints.emplace(options.checkpoint_dir,
-                        ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints),
+                        ts::checkpoint::CheckpointManagerOptions{.keep_last = options.keep_checkpoints,
                                                                  .overwrite = options.overwrite_checkpoints});
     // Before training: another job in the folder, or another run's checkpoints, fail now.
     if (!options.resume) checkpoints->claim(*world);
@@ -310,9 +311,12 @@ int run(int argc, char** argv) {
   // This rank's loss sum of the steps run since, on the device: the host reads it only when it reports.
   ts::Tensor local_loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
   auto epoch_loss_sum = [&] { return loss_sum + global_sum(*world, local_loss_sum); };
+  auto where = [&] { return ts::detail::concat("epoch ", state.epoch, ", batch ", state.batch, " (step ", state.step, ")"); };
   auto save_checkpoint = [&] {
     ts::checkpoint::TrainingState saved = state;
-    saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", epoch_loss_sum()}, {"samples", samples}};
+    const double loss_so_far = epoch_loss_sum();
+    example::require_finite_loss(loss_so_far, where());
+    saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", loss_so_far}, {"samples", samples}};
     report.checkpoint("checkpoint", checkpoints->save(model, stateful, saved), saved);
     saved_at = {state.step, state.epoch};
   };
@@ -338,7 +342,9 @@ int run(int argc, char** argv) {
       samples += batch.global_rows;
       samples_this_run += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
-        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_sum(*world, local_loss));
+        const double reported = global_sum(*world, local_loss);
+        example::require_finite_loss(reported, where());
+        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), reported);
       }
       if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
         save_checkpoint();
@@ -346,6 +352,7 @@ int run(int argc, char** argv) {
       if (options.dry_run) break;
     }
     const double train_loss_sum = epoch_loss_sum();  // waits for the device: the epoch's end
+    example::require_finite_loss(train_loss_sum, where());
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
     // Test: each rank evaluates its part of every test batch; the sums are all-reduced.
@@ -363,6 +370,7 @@ int run(int argc, char** argv) {
       }
     }
     const double test_loss_sum = global_sum(*world, test_loss);
+    example::require_finite_loss(test_loss_sum, ts::detail::concat("the test set after epoch ", state.epoch));
     const double correct_sum = global_sum(*world, correct);
     int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
     report.epoch(state.epoch, train_loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), test_loss_sum / tested,

@@ -28,6 +28,7 @@
 #include <tessera/tessera.h>
 
 #include "command_line.h"
+#include "finite_loss.h"
 #include "printer.h"
 
 namespace ts = tessera;
@@ -246,6 +247,7 @@ int run(int argc, char** argv) {
 
       ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
       world->all_reduce(global_loss);
+      example::require_finite_loss(global_loss.item<double>(), ts::detail::concat("epoch ", epoch, ", batch ", batch.index));
       loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
       samples += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
@@ -275,6 +277,7 @@ int run(int argc, char** argv) {
     }
     world->all_reduce(totals);
     std::vector<double> sums = totals.to_vector<double>();
+    example::require_finite_loss(sums[0], ts::detail::concat("the validation set after epoch ", epoch));
     const int64_t evaluated = static_cast<int64_t>(sums[2]);
     report.epoch(epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)),
                  sums[0] / static_cast<double>(std::max<int64_t>(evaluated, 1)), static_cast<int64_t>(sums[1]), evaluated,

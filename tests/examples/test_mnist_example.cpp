@@ -58,7 +58,7 @@ TEST_CASE("--help lists the flags; an unknown flag is a usage error") {
   }
   Run bad = run_example("--epochs two");
   CHECK(bad.status == 2);
-  CHECK(contains(bad.err, "--epochs expects a non-negative integer, got 'two'"));
+  CHECK(contains(bad.err, "--epochs expects an integer from 0 to 9223372036854775807, got 'two'"));
   CHECK(run_example("--frobnicate").status == 2);
 }
 
@@ -266,4 +266,55 @@ TEST_CASE("another run's checkpoints are refused without --resume or --overwrite
                                  (data / "train-images-idx3-ubyte").string());
   CHECK(not_a_folder.status == 1);
   CHECK(contains(not_a_folder.err, "train-images-idx3-ubyte' is a regular file, not a folder"));
+}
+
+TEST_CASE("numbers on the command line are read exactly, in range, or refused naming the flag and the text") {
+  struct Bad {
+    const char* arguments;
+    const char* message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"--epochs 1e30", "--epochs expects an integer from 0 to 9223372036854775807, got '1e30'"},
+           {"--batch-size 0x10", "--batch-size expects an integer from 0 to 9223372036854775807, got '0x10'"},
+           {"--keep-checkpoints 3e9", "--keep-checkpoints expects an integer from 0 to 2147483647, got '3e9'"},
+           {"--keep-checkpoints 3000000000", "--keep-checkpoints expects an integer from 0 to 2147483647, got '3000000000'"},
+           {"--seed 18446744073709551616", "--seed expects an integer from 0 to 18446744073709551615, got '18446744073709551616'"},
+           {"--threads -1", "--threads expects an integer from 0 to 2147483647, got '-1'"},
+           {"--log-interval 2.5", "--log-interval expects an integer from 0 to 9223372036854775807, got '2.5'"},
+           {"--lr inf", "--lr expects a finite number, got 'inf'"},
+           {"--gamma nan", "--gamma expects a finite number, got 'nan'"},
+           {"--momentum 0.9x", "--momentum expects a finite number, got '0.9x'"},
+       }) {
+    Run run = run_example(bad.arguments);
+    CHECK_MESSAGE(run.status == 2, bad.arguments);
+    CHECK_MESSAGE(contains(run.err, std::string("mnist: ") + bad.message), bad.arguments, ": ", run.err);
+  }
+
+  // 2^53 + 1 keeps its last digit (a double would round it to 2^53).
+  TempDir data;
+  write_fake_mnist(data.path());
+  Run seeded = run_example("--data " + data.path().string() + " --dry-run --threads 1 --seed 9007199254740993 " +
+                           "--checkpoint-dir " + (data / "ckpt").string() + " --checkpoint-every 1");
+  INFO(seeded.err);
+  REQUIRE(seeded.status == 0);
+  CHECK(contains(read_text((data / "ckpt" / "step-00000001" / "metadata.json").string()), "\"seed\":9007199254740993"));
+}
+
+TEST_CASE("a run that diverges stops with a clear message on a non-finite loss, before printing or saving it") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  Run diverged = run_example("--data " + data.path().string() + " --epochs 1 --batch-size 16 --json --threads 1 " +
+                             "--log-interval 1 --optimizer sgd --lr 1e30 --checkpoint-dir " + (data / "ckpt").string() +
+                             " --checkpoint-every 1");
+  CHECK(diverged.status == 1);
+  CHECK(contains(diverged.err, "mnist: error: the loss is "));
+  CHECK(contains(diverged.err, "training diverged (a learning rate too large"));
+  CHECK_FALSE(contains(diverged.err, "has no JSON form"));
+  // Every checkpoint written holds a finite loss: the diverged step was not saved.
+  for (const auto& entry : std::filesystem::directory_iterator(data / "ckpt")) {
+    if (entry.path().filename().string().rfind("step-", 0) != 0) continue;
+    std::string metadata = read_text((entry.path() / "metadata.json").string());
+    CHECK_FALSE(contains(metadata, "\"loss_sum\":\"nan\""));
+    CHECK_FALSE(contains(metadata, "\"loss_sum\":\"inf\""));
+  }
 }
