@@ -90,7 +90,7 @@ Run alone for one rank, or under mpirun for several.
 )";
 
 // Losses summed over a rank's rows (divided by the global batch size where needed).
-const ts::NllLossOptions kSummed{.weight = {}, .reduction = ts::Reduction::sum, .ignore_index = -100};
+const ts::CrossEntropyOptions kSummed{.weight = {}, .reduction = ts::Reduction::sum, .ignore_index = -100};
 
 Options parse_options(int argc, char** argv) {
   Options o;

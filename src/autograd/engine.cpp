@@ -30,8 +30,13 @@ class TaskScope {
 std::unordered_map<Node*, int> count_dependencies(const std::vector<Node*>& roots) {
   std::unordered_map<Node*, int> dependencies;
   std::unordered_map<Node*, bool> seen;
-  std::vector<Node*> stack = roots;
-  for (Node* root : roots) seen[root] = true;
+  std::vector<Node*> stack;
+  for (Node* root : roots) {
+    // A node may be the root several times (several outputs of one op, e.g. split's
+    // pieces): walking it twice would count its inputs' dependencies twice.
+    if (!seen[root]) stack.push_back(root);
+    seen[root] = true;
+  }
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "tessera/tensor/native.h"
+#include "tessera/tensor/random.h"
 #include "tessera/tensor/size2.h"
 #include "tessera/tensor/tensor.h"
 
@@ -35,15 +37,21 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-// cond (uint8) ? a : b
+// cond (bool) ? a : b
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-// Comparisons: uint8 tensors of 0 and 1, not differentiable.
+// Comparisons: bool tensors, not differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+// Logical ops: bool results; any dtype is read as "nonzero" (NaN is true), as in PyTorch.
+// Both operands of one dtype.
+Tensor logical_not(const Tensor& x);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
 
 // Reductions; empty dims reduce everything.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
@@ -74,16 +82,64 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
 
-// Softmax family and losses.
+// Transformer layers, as torch.nn.functional's embedding, layer_norm, gelu and torch.erf.
+
+// Options of embedding (and nn::Embedding), with PyTorch's names and defaults.
+struct EmbeddingOptions {
+  // This row gets no gradient (nn::Embedding also initialises it to zeros); negative
+  // values count from the end, as in PyTorch.
+  std::optional<int64_t> padding_idx{};
+  // Rows looked up whose norm_type-norm exceeds max_norm are rescaled to it in place
+  // (under no-grad, before the lookup), as torch.embedding_renorm_.
+  std::optional<double> max_norm{};
+  double norm_type = 2.0;
+  // Scales each index's gradient by 1 / (its occurrences in the batch).
+  bool scale_grad_by_freq = false;
+  // Sparse gradients are not supported: true throws.
+  bool sparse = false;
+};
+// Rows of weight [num_embeddings, dim] picked by int64 `input` (any shape): the output is
+// [*input.shape, dim]. Differentiable in weight; the backward is a deterministic
+// scatter-add (the same bits at any thread count).
+Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingOptions& options = {});
+
+// Normalises over the trailing dims `normalized_shape`, then scales by weight and shifts by
+// bias (both optional, of normalized_shape): F.layer_norm.
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// GELU: x * Phi(x) (approximate none) or its tanh approximation, as F.gelu.
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::none);
+// approximate "none" or "tanh" (PyTorch's strings); anything else throws.
+Tensor gelu(const Tensor& x, std::string_view approximate);
+GeluApproximate gelu_approximate_from(std::string_view approximate);
+std::string_view gelu_approximate_name(GeluApproximate approximate);
+// The error function, element-wise (torch.erf).
+Tensor erf(const Tensor& x);
+
+// Softmax family and losses. softmax and log_softmax take any dim (negative from the end),
+// contiguous or not.
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// Losses on class scores [C], [N, C] or [N, C, d1, ...] (classes in dim 1) and int64
+// targets [], [N] or [N, d1, ...]; Reduction::none gives the target's shape. mean divides by
+// the summed weight of the targets not equal to ignore_index (their count without weights),
+// as PyTorch does.
 struct NllLossOptions {
   Tensor weight{};  // per-class weights, optional
   Reduction reduction = Reduction::mean;
   int64_t ignore_index = -100;
 };
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options = {});
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const NllLossOptions& options = {});
+struct CrossEntropyOptions {
+  Tensor weight{};  // per-class weights, optional
+  Reduction reduction = Reduction::mean;
+  int64_t ignore_index = -100;
+  // In [0, 1]: the target becomes (1 - s) one-hot + s / C uniform, computed as torch 1.13
+  // does (the smoothing term weighted per class and normalised like the loss itself).
+  double label_smoothing = 0.0;
+};
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 
 // Dropout: in training, zeroes elements with probability p (keyed by position, see
 // DropoutKey) and scales the rest by 1 / (1 - p); the identity otherwise.
@@ -92,5 +148,39 @@ Tensor dropout(const Tensor& x, double p, bool training, const DropoutKey& key =
 // Joining.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// ---- Masks, indexing, selection and scans, with PyTorch's names and semantics ----
+// x with `value` where the bool mask is true (mask and x broadcast together), as
+// torch.masked_fill; differentiable in x (the filled places get no gradient).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// The lower/upper triangle of the last two dims (j - i <= diagonal / >= diagonal kept).
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// Views of x along dim: pieces of split_size (the last one shorter), or of the given sizes
+// (summing to the dim's size); chunk makes ceil(size / chunks)-long pieces, so it may give
+// fewer than `chunks` of them, as torch.chunk. One backward node for all the pieces.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// The slices index[k] (int64, 1-D) of x along dim.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (likewise for every dim); out has
+// index's shape. Its backward is a deterministic scatter_add.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with src[i][j][k] added at [i][index[i][j][k]][k] (dim 1), as Tensor.scatter_add;
+// deterministic (the same bits on every device and thread count).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// The k largest (or smallest) along dim with their int64 indices. NaN counts as the
+// largest value; equal values come in index order. Results are always sorted (sorted =
+// false is accepted, as PyTorch allows any order then). Differentiable in the values.
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+// Running sums along dim; integer and bool inputs give int64.
+Tensor cumsum(const Tensor& x, int64_t dim);
+// Category indices drawn from the rows of probs ([C] or [N, C], non-negative weights, not
+// necessarily normalised), as torch.multinomial: int64 [num_samples] or [N, num_samples].
+// The draws come from `generator` (counter-based, like every random op here), so they
+// differ from PyTorch's; the distribution is the same (see native.h).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator);
 
 }  // namespace tessera

@@ -64,7 +64,7 @@ struct EpochPlan {
     const RowRange rows = sampler.rows_of(global);
     Batch batch = dataset->get_batch_in_epoch(indices(batch_index), epoch);
     TS_CHECK(batch.data.defined() && batch.target.defined() && batch.data.dim() >= 1 &&
-                 batch.data.size(0) == rows.size() && batch.target.dim() == 1 &&
+                 batch.data.size(0) == rows.size() && batch.target.dim() >= 1 &&
                  batch.target.size(0) == rows.size(),
              ValueError, "DataLoader: the dataset's get_batch returned data ",
              batch.data.defined() ? batch.data.str() : "undefined", " and target ",

@@ -17,7 +17,7 @@ namespace tessera::data {
 
 struct Batch {
   Tensor data;    // [rows, ...], e.g. float32 [rows, 1, 28, 28] for MNIST
-  Tensor target;  // int64 [rows]
+  Tensor target;  // int64 [rows] (a class per row), or [rows, T] (TokenDataset: a token per position)
   int64_t index = 0;        // batch number within the epoch, the same on every rank
   int64_t first_row = 0;    // position of this batch's first row in the global batch
   int64_t global_rows = 0;  // rows of the global batch that this batch is a part of

@@ -24,6 +24,7 @@ MPI_Datatype mpi_datatype(DType dtype) {
     case DType::i64: return MPI_INT64_T;
     case DType::u8: return MPI_UINT8_T;
     case DType::bf16: return MPI_UINT16_T;  // moved as bits; reductions go through float32
+    case DType::boolean: return MPI_UINT8_T;  // moved as bytes; reductions are refused
   }
   throw DTypeError(detail::concat("no MPI datatype for ", dtype_name(dtype)));
 }

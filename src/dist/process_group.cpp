@@ -40,6 +40,9 @@ void check_pair(const std::string& where, const Tensor& output, const Tensor& in
 }
 
 void check_reduce_op(const std::string& where, ReduceOp op, DType dtype) {
+  // A sum of bytes holding 0 and 1 would not be a bool (2 is not a valid bool byte).
+  TS_CHECK(dtype != DType::boolean, DTypeError, where,
+           ": reductions are not defined on bool tensors; convert to int64 (a count) or uint8 first");
   TS_CHECK(op != ReduceOp::avg || is_floating(dtype), DTypeError, where,
            ": ReduceOp::avg needs a floating dtype (float32, float64, bfloat16), got ", dtype_name(dtype),
            "; an integer average would truncate, so reduce with sum and divide yourself");

@@ -110,6 +110,9 @@ class Unit {
   void start_reduction(const std::optional<RowWeight>& weight = std::nullopt);
   void finish_reduction();
   void reduce_gradients();
+  // The group the gradient reductions go to (default: the unit's group). On NCCL, FSDP
+  // gives them a duplicate, so that they have a stream of their own.
+  void set_reduction_group(dist::ProcessGroup& group) { reduction_group_ = &group; }
   void drop_unsharded_gradient();
   // After a backward that threw part-way (a failed collective, an error in a hook): drops
   // its unsharded gradient, the count, and the gradients left on the parameters, so that
@@ -138,6 +141,9 @@ class Unit {
   // Points every parameter slot at its view of the full buffer again (after a user
   // reassigned one); copies the slot's values into the buffer first.
   void repoint_parameters();
+  // Leaves nn/sharded_parameter.h's marks on the shard (registered as `flat_name`) and on
+  // every original parameter: which of its elements this rank holds, where in the shard.
+  void mark_tensors(const std::string& flat_name);
 
  private:
   enum class State { released, gathering, gathered };
@@ -156,6 +162,7 @@ class Unit {
   nn::Module& module_;
   std::vector<ParameterRef> parameters_;
   dist::ProcessGroup& group_;
+  dist::ProcessGroup* reduction_group_ = &group_;
   ShardingStrategy strategy_;
   dist::ReduceOp gradient_reduction_;
   bool is_root_;

@@ -39,7 +39,8 @@ using Metadata = std::map<std::string, std::string>;
 // must not make the reader allocate gigabytes.
 inline constexpr uint64_t max_header_bytes = 100'000'000;
 
-// "F32", "F64", "I64", "U8", "BF16".
+// "F32", "F64", "I64", "U8", "BF16", "BOOL" (one byte, 0 or 1, as PyTorch writes torch.bool;
+// reading any other byte is a FormatError naming its offset).
 std::string_view safetensors_dtype_name(DType dtype);
 // The DType for a safetensors dtype name, or nullopt for names Tessera does not support.
 std::optional<DType> dtype_from_safetensors(std::string_view name);

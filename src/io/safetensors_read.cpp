@@ -31,11 +31,12 @@ struct DTypeName {
   std::string_view name;
 };
 constexpr DTypeName supported_dtypes[] = {
-    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::i64, "I64"}, {DType::u8, "U8"}, {DType::bf16, "BF16"}};
+    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::i64, "I64"},
+    {DType::u8, "U8"},   {DType::bf16, "BF16"}, {DType::boolean, "BOOL"}};
 // Names the format defines that Tessera has no dtype for: these get a clearer message
 // than a name that is not a safetensors dtype at all.
-constexpr std::string_view other_format_dtypes[] = {"BOOL", "I8",  "I16",     "U16",     "F16", "I32",
-                                                    "U32",  "U64", "F8_E4M3", "F8_E5M2", "C64", "F4"};
+constexpr std::string_view other_format_dtypes[] = {"I8",  "I16",     "U16",     "F16", "I32", "U32",
+                                                    "U64", "F8_E4M3", "F8_E5M2", "C64", "F4"};
 
 std::string quoted_tensor(const std::string& tensor) {
   return tensor.empty() ? std::string() : detail::concat("tensor '", tensor, "': ");
@@ -96,7 +97,7 @@ class EntryParser {
     bool in_format = std::find(std::begin(other_format_dtypes), std::end(other_format_dtypes), name) !=
                      std::end(other_format_dtypes);
     fail(value, in_format ? "dtype " : "unknown dtype ", "\"", name, "\"",
-         in_format ? " is not supported by Tessera" : "", " (Tessera reads F32, F64, I64, U8 and BF16)");
+         in_format ? " is not supported by Tessera" : "", " (Tessera reads F32, F64, I64, U8, BF16 and BOOL)");
   }
 
   // Fills `shape`; returns the element count. The product of the non-zero sizes must fit
@@ -292,6 +293,20 @@ void SafetensorsFile::read_bytes(const TensorEntry& entry, uint64_t first_byte, 
   if (static_cast<uint64_t>(got) != count) {
     format_error(path_, offset + static_cast<uint64_t>(got), entry.name,
                  "the file ends inside the tensor's data (was it truncated after it was opened?)");
+  }
+  if (entry.dtype == DType::boolean) {
+    // Any other byte would be undefined behaviour once read as a C++ bool; the destination
+    // is cleared before the error, so no such byte is left in it either.
+    auto* bytes = static_cast<unsigned char*>(out);
+    for (uint64_t i = 0; i < count; ++i) {
+      if (bytes[i] > 1) {
+        const int value = bytes[i];
+        std::memset(out, 0, count);
+        format_error(path_, offset + i, entry.name,
+                     detail::concat("BOOL element ", first_byte + i, " holds the byte ", value,
+                                    "; a bool must be 0 or 1"));
+      }
+    }
   }
 }
 

@@ -61,6 +61,9 @@ class Module {
   virtual std::string type_name() const { return "Module"; }
   // Extra text inside the printed form ("in_features=784, out_features=128").
   virtual std::string extra_repr() const { return ""; }
+  // True for modules that only hold others and are never called themselves (ModuleList,
+  // ModuleDict). FSDP never makes one a unit: its forward hooks would never run.
+  virtual bool is_container() const { return false; }
 
   // Registration. Names may not contain '.', nor repeat within one module.
   void register_parameter(const std::string& name, Tensor& slot, bool requires_grad = true);

@@ -1,8 +1,13 @@
 // tessera::nn: modules, layers and initialisation.
 #pragma once
 
+#include "tessera/nn/activation.h"
 #include "tessera/nn/batch_scope.h"
 #include "tessera/nn/clip_grad.h"
+#include "tessera/nn/containers.h"
+#include "tessera/nn/embedding.h"
 #include "tessera/nn/init.h"
+#include "tessera/nn/layer_norm.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"
+#include "tessera/nn/sharded_parameter.h"

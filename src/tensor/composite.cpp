@@ -36,6 +36,9 @@ const char* op_name(BinaryOp op) {
     case BinaryOp::le: return "le";
     case BinaryOp::gt: return "gt";
     case BinaryOp::ge: return "ge";
+    case BinaryOp::logical_and: return "logical_and";
+    case BinaryOp::logical_or: return "logical_or";
+    case BinaryOp::logical_xor: return "logical_xor";
   }
   return "binary";
 }

@@ -1,5 +1,6 @@
 // Element types. f64 exists for gradient checks, bf16 for CUDA mixed precision, i64 for
-// labels and indices, u8 for raw images and comparison results.
+// labels and indices, u8 for raw images, boolean ("bool", one byte holding 0 or 1) for
+// comparison results and masks, as torch.bool.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,8 @@
 
 namespace tessera {
 
-enum class DType : uint8_t { f32, f64, i64, u8, bf16 };
+// New dtypes go at the end: the numbers are part of collective fingerprints.
+enum class DType : uint8_t { f32, f64, i64, u8, bf16, boolean };
 
 // bfloat16: the upper half of an IEEE float; conversion rounds to nearest even.
 struct BFloat16 {
@@ -41,6 +43,7 @@ constexpr size_t element_size(DType dtype) {
     case DType::i64: return 8;
     case DType::u8: return 1;
     case DType::bf16: return 2;
+    case DType::boolean: return 1;
   }
   return 0;
 }
@@ -53,6 +56,7 @@ constexpr std::string_view dtype_name(DType dtype) {
     case DType::i64: return "int64";
     case DType::u8: return "uint8";
     case DType::bf16: return "bfloat16";
+    case DType::boolean: return "bool";
   }
   return "unknown";
 }
@@ -67,6 +71,8 @@ template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; 
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::i64; };
 template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::u8; };
 template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
+template <> struct DTypeOf<bool> { static constexpr DType value = DType::boolean; };
+static_assert(sizeof(bool) == 1, "DType::boolean stores C++ bool, one byte per element");
 template <class T> constexpr DType dtype_of = DTypeOf<T>::value;
 
 inline std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
@@ -84,7 +90,9 @@ decltype(auto) dispatch_floating(DType dtype, std::string_view op, Body&& body) 
   }
 }
 
-// Like dispatch_floating, over every dtype with CPU arithmetic (f32, f64, i64, u8).
+// Like dispatch_floating, over every dtype with CPU arithmetic (f32, f64, i64, u8). bool
+// has no arithmetic (as in PyTorch, `-mask` and `mask - mask` are errors): the ops that
+// take it use dispatch_numeric_or_bool or dispatch_all.
 template <class Body>
 decltype(auto) dispatch_numeric(DType dtype, std::string_view op, Body&& body) {
   switch (dtype) {
@@ -97,7 +105,14 @@ decltype(auto) dispatch_numeric(DType dtype, std::string_view op, Body&& body) {
   }
 }
 
-// Every dtype, bf16 included (for copies and conversions).
+// dispatch_numeric plus bool: comparisons, logical ops, where, cumsum and sum read bools.
+template <class Body>
+decltype(auto) dispatch_numeric_or_bool(DType dtype, std::string_view op, Body&& body) {
+  if (dtype == DType::boolean) return body.template operator()<bool>();
+  return dispatch_numeric(dtype, op, std::forward<Body>(body));
+}
+
+// Every dtype, bf16 and bool included (for copies, conversions and selections).
 template <class Body>
 decltype(auto) dispatch_all(DType dtype, Body&& body) {
   switch (dtype) {
@@ -106,6 +121,7 @@ decltype(auto) dispatch_all(DType dtype, Body&& body) {
     case DType::i64: return body.template operator()<int64_t>();
     case DType::u8: return body.template operator()<uint8_t>();
     case DType::bf16: return body.template operator()<BFloat16>();
+    case DType::boolean: return body.template operator()<bool>();
   }
   throw DTypeError("unknown dtype");
 }

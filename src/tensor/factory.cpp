@@ -58,8 +58,25 @@ Tensor tensor(const std::vector<T>& values, Shape shape, TensorOptions options) 
   return finish(from_data(values.data(), resolved, options.dtype, options.device), options);
 }
 
+template <>
+Tensor tensor<bool>(const std::vector<bool>& values, Shape shape, TensorOptions options) {
+  std::vector<uint8_t> bytes(values.begin(), values.end());  // std::vector<bool> packs bits
+  TS_CHECK(options.dtype == DType::boolean, DTypeError, "tensor(): values of bool with options.dtype ",
+           dtype_name(options.dtype), "; convert with .to() afterwards");
+  Shape resolved = native::infer_shape(shape, static_cast<int64_t>(bytes.size()), {static_cast<int64_t>(bytes.size())});
+  return finish(from_data(bytes.data(), resolved, options.dtype, options.device), options);
+}
+
 Tensor from_data(const void* data, const Shape& shape, DType dtype, Device device) {
   Tensor t = native::empty(shape, dtype, device);
+  if (dtype == DType::boolean && t.numel() > 0) {
+    // A bool byte must hold 0 or 1 (anything else is undefined behaviour once read as
+    // bool): nonzero bytes become true, as a conversion to torch.bool does.
+    std::vector<uint8_t> normalised(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + t.numel());
+    for (uint8_t& byte : normalised) byte = byte != 0;
+    copy_bytes(t.data_ptr(), device, normalised.data(), Device::cpu(), t.nbytes());
+    return t;
+  }
   copy_bytes(t.data_ptr(), device, data, Device::cpu(), t.nbytes());
   return t;
 }

@@ -33,7 +33,12 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& generat
 // A tensor holding a copy of `values` with `shape` (default: 1-D).
 template <class T>
 Tensor tensor(const std::vector<T>& values, Shape shape = {-1}, TensorOptions options = {.dtype = dtype_of<T>});
-// A copy of `count` elements at `data`, viewed as `shape`.
+// bool: ts::tensor<bool>({true, false}) (std::vector<bool> packs bits, so it has its own
+// definition).
+template <>
+Tensor tensor<bool>(const std::vector<bool>& values, Shape shape, TensorOptions options);
+// A copy of the elements at `data` (as many as `shape` holds), viewed as `shape`. For
+// bool, nonzero bytes are stored as true.
 Tensor from_data(const void* data, const Shape& shape, DType dtype, Device device = Device::cpu());
 
 extern template Tensor tensor<float>(const std::vector<float>&, Shape, TensorOptions);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <string_view>
 #include <vector>
 
@@ -16,7 +17,8 @@ namespace tessera::native {
 
 // ---- Element-wise ----
 
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+// Comparisons and logical ops: their result is bool, and they have no in-place form.
+inline bool gives_bool(BinaryOp op) { return op >= BinaryOp::eq; }
 
 inline void check_binary_operands(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_defined(a, op_name(op), "first operand");
@@ -25,10 +27,16 @@ inline void check_binary_operands(BinaryOp op, const Tensor& a, const Tensor& b)
   check_same_dtype(a, b, op_name(op));
   TS_CHECK(op != BinaryOp::pow || is_floating(a.dtype()), DTypeError, "pow: expected floating tensors, got ",
            dtype_name(a.dtype()));
+  TS_CHECK(gives_bool(op) || a.dtype() != DType::boolean, DTypeError, op_name(op),
+           ": arithmetic is not defined on bool tensors; use logical_and (&), logical_or (|), logical_xor (^), "
+           "or convert with .to(DType) first");
 }
 
-// Integer tensors have neg, abs and sign; the rest need a floating dtype.
+// Integer tensors have neg, abs and sign; the rest need a floating dtype. bool has none
+// (PyTorch refuses -mask too).
 inline void check_unary_dtype(UnaryOp op, const Tensor& self) {
+  TS_CHECK(self.dtype() != DType::boolean, DTypeError, op_name(op),
+           ": not defined on bool tensors; logical_not (~) inverts a mask");
   bool integer_ok = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign;
   TS_CHECK(integer_ok || is_floating(self.dtype()), DTypeError, op_name(op), ": expected a floating tensor, got ",
            dtype_name(self.dtype()));
@@ -42,9 +50,14 @@ inline void check_in_place_shape(const Tensor& a, const Tensor& b, std::string_v
 }
 
 inline Shape where_shape(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_binary_operands(BinaryOp::add, a, b);
+  check_defined(cond, "where", "condition");
+  check_defined(a, "where", "first operand");
+  check_defined(b, "where", "second operand");
+  check_same_device(a, b, "where");
+  check_same_dtype(a, b, "where");
   check_same_device(cond, a, "where");
-  TS_CHECK(cond.dtype() == DType::u8, DTypeError, "where: condition must be uint8, got ", dtype_name(cond.dtype()));
+  TS_CHECK(cond.dtype() == DType::boolean, DTypeError, "where: condition must be bool, got ", dtype_name(cond.dtype()),
+           " of shape ", shape_str(cond.sizes()), " (a comparison gives bool; or convert with .to(DType::boolean))");
   return broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
 }
 
@@ -83,6 +96,12 @@ inline ReductionPlan plan_reduction(const Tensor& self, const Shape& dims, bool 
     }
   }
   return plan;
+}
+
+// max and amax order numbers; a bool mask has sum (a count) instead.
+inline void check_max_dtype(const Tensor& self, const char* op) {
+  TS_CHECK(self.dtype() != DType::boolean, DTypeError, op, ": not defined on bool tensors (shape ",
+           shape_str(self.sizes()), "); sum() counts the true elements");
 }
 
 // `self` laid out as a contiguous [outer, inner] matrix (reduced dims inner).
@@ -249,20 +268,28 @@ inline void check_max_pool2d_backward_operands(const Tensor& grad_output, const 
 
 // ---- Softmax and losses ----
 
-// The softmax dim addressed as [outer, size, inner]: element (o, d, i) sits at
-// (o * size + d) * inner + i of the contiguous tensor.
-struct SoftmaxLayout {
+// A contiguous tensor addressed along one dim as [outer, size, inner]: element (o, d, i)
+// sits at (o * size + d) * inner + i. A 0-d tensor is [1, 1, 1].
+struct AxisLayout {
   int64_t outer = 1, size = 1, inner = 1;
 };
 
-inline SoftmaxLayout softmax_layout(const Tensor& self, int64_t dim, const char* op) {
-  SoftmaxLayout layout;
-  if (self.dim() == 0) return layout;
-  int64_t d = wrap_dim(dim, self.dim(), op);
-  for (int64_t i = 0; i < d; ++i) layout.outer *= self.size(i);
-  layout.size = self.size(d);
-  for (int64_t i = d + 1; i < self.dim(); ++i) layout.inner *= self.size(i);
+inline AxisLayout axis_layout(const Shape& shape, int64_t dim, const char* op) {
+  AxisLayout layout;
+  if (shape.empty()) return layout;
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  int64_t d = wrap_dim(dim, ndim, op);
+  for (int64_t i = 0; i < d; ++i) layout.outer *= shape[i];
+  layout.size = shape[d];
+  for (int64_t i = d + 1; i < ndim; ++i) layout.inner *= shape[i];
   return layout;
+}
+
+// The softmax dim, addressed as an AxisLayout.
+using SoftmaxLayout = AxisLayout;
+
+inline SoftmaxLayout softmax_layout(const Tensor& self, int64_t dim, const char* op) {
+  return axis_layout(self.sizes(), dim, op);
 }
 
 inline void check_softmax_backward_operands(const Tensor& grad, const Tensor& output, const char* op) {
@@ -274,22 +301,46 @@ inline void check_softmax_backward_operands(const Tensor& grad, const Tensor& ou
            " does not match output of shape ", shape_str(output.sizes()));
 }
 
-inline void check_nll_operands(const Tensor& log_probs, const Tensor& target, const Tensor& weight) {
+// nll_loss's operands as PyTorch takes them: input [C] with a 0-d target, [N, C] with
+// target [N], or [N, C, d1, ...] with target [N, d1, ...]. Element (n, c, i) of the input
+// (i over d1...) sits at (n * classes + c) * inner + i; target position p = n * inner + i.
+struct NllLayout {
+  int64_t batch = 1, classes = 0, inner = 1;
+  int64_t positions() const { return batch * inner; }
+};
+
+inline NllLayout check_nll_operands(const Tensor& log_probs, const Tensor& target, const Tensor& weight) {
   check_defined(log_probs, "nll_loss", "input");
   check_defined(target, "nll_loss", "target");
   check_same_device(log_probs, target, "nll_loss");
-  TS_CHECK(log_probs.dim() == 2, ShapeError, "nll_loss: expected input of shape [N, C], got ",
+  TS_CHECK(log_probs.dim() >= 1, ShapeError, "nll_loss: expected input of shape [C], [N, C] or [N, C, d1, ...], got ",
            shape_str(log_probs.sizes()));
   TS_CHECK(target.dtype() == DType::i64, DTypeError, "nll_loss: target must be int64, got ",
            dtype_name(target.dtype()));
-  TS_CHECK(target.dim() == 1 && target.size(0) == log_probs.size(0), ShapeError, "nll_loss: target of shape ",
-           shape_str(target.sizes()), " does not match input of shape ", shape_str(log_probs.sizes()));
+  Shape expected_target;
+  if (log_probs.dim() >= 2) {
+    expected_target.push_back(log_probs.size(0));
+    expected_target.insert(expected_target.end(), log_probs.sizes().begin() + 2, log_probs.sizes().end());
+  }
+  TS_CHECK(target.sizes() == expected_target, ShapeError, "nll_loss: target of shape ", shape_str(target.sizes()),
+           " does not match input of shape ", shape_str(log_probs.sizes()), " (expected target shape ",
+           shape_str(expected_target), ")");
+  NllLayout layout;
+  layout.classes = log_probs.size(log_probs.dim() == 1 ? 0 : 1);
+  if (log_probs.dim() >= 2) layout.batch = log_probs.size(0);
+  for (int64_t d = 2; d < log_probs.dim(); ++d) layout.inner *= log_probs.size(d);
   if (weight.defined()) {
     check_same_dtype(log_probs, weight, "nll_loss");
     check_same_device(log_probs, weight, "nll_loss");
-    TS_CHECK(weight.dim() == 1 && weight.size(0) == log_probs.size(1), ShapeError, "nll_loss: weight of shape ",
-             shape_str(weight.sizes()), " does not match ", log_probs.size(1), " classes");
+    TS_CHECK(weight.dim() == 1 && weight.size(0) == layout.classes, ShapeError, "nll_loss: weight of shape ",
+             shape_str(weight.sizes()), " does not match ", layout.classes, " classes");
   }
+  return layout;
+}
+
+// The loss's shape: the target's for Reduction::none, else 0-d.
+inline Shape nll_loss_shape(const Tensor& target, Reduction reduction) {
+  return reduction == Reduction::none ? target.sizes() : Shape{};
 }
 
 // ---- Dropout ----
@@ -417,6 +468,195 @@ inline void check_adaptive_avg_pool2d_backward(const Tensor& grad_output, const 
                grad_output.size(1) == input_shape[1],
            ShapeError, op, ": gradient of shape ", shape_str(grad_output.sizes()), " for an input of shape ",
            shape_str(input_shape));
+}
+
+// ---- Indexing, selection and scans (index_select, gather, topk, cumsum, ...) ----
+
+inline void check_index_tensor(const Tensor& index, const Tensor& self, const char* op) {
+  check_defined(index, op, "index");
+  check_same_device(self, index, op);
+  TS_CHECK(index.dtype() == DType::i64, DTypeError, op, ": index must be int64, got ", dtype_name(index.dtype()),
+           " of shape ", shape_str(index.sizes()));
+}
+
+// index_select: `index` 1-D (or 0-d), picking along `dim`. Returns the output shape.
+inline Shape index_select_shape(const Tensor& self, int64_t dim, const Tensor& index, const char* op) {
+  check_defined(self, op);
+  check_index_tensor(index, self, op);
+  TS_CHECK(self.dim() >= 1, ShapeError, op, ": expected a tensor of at least 1 dimension, got shape ",
+           shape_str(self.sizes()));
+  TS_CHECK(index.dim() <= 1, ShapeError, op, ": index must be 1-D, got shape ", shape_str(index.sizes()));
+  Shape out = self.sizes();
+  out[wrap_dim(dim, self.dim(), op)] = index.numel();
+  return out;
+}
+
+// index_add_: self[.., index[k], ..] += source[.., k, ..] along `dim`.
+inline void check_index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  const char* op = "index_add";
+  Shape expected = index_select_shape(self, dim, index, op);
+  check_defined(source, op, "source");
+  check_same_device(self, source, op);
+  check_same_dtype(self, source, op);
+  TS_CHECK(source.sizes() == expected, ShapeError, op, ": source of shape ", shape_str(source.sizes()),
+           " does not match self of shape ", shape_str(self.sizes()), " indexed by ", index.numel(),
+           " positions along dim ", wrap_dim(dim, self.dim(), op), " (expected ", shape_str(expected), ")");
+}
+
+// gather and scatter_add: `index` has self's number of dims and, off `dim`, sizes no larger
+// than self's (scatter_add: no larger than src's either). Returns `dim` wrapped.
+inline int64_t check_gather_index(const Tensor& self, int64_t dim, const Tensor& index, const char* op) {
+  check_defined(self, op);
+  check_index_tensor(index, self, op);
+  TS_CHECK(index.dim() == self.dim() || (index.dim() <= 1 && self.dim() <= 1), ShapeError, op,
+           ": index of shape ", shape_str(index.sizes()), " must have as many dims as self of shape ",
+           shape_str(self.sizes()));
+  const int64_t d = wrap_dim(dim, self.dim(), op);
+  for (int64_t k = 0; k < index.dim(); ++k) {
+    TS_CHECK(k == d || index.size(k) <= self.size(k), ShapeError, op, ": index of shape ", shape_str(index.sizes()),
+             " is larger than self of shape ", shape_str(self.sizes()), " in dim ", k, " (only dim ", d,
+             " may differ)");
+  }
+  return d;
+}
+
+inline int64_t check_scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const char* op = "scatter_add";
+  const int64_t d = check_gather_index(self, dim, index, op);
+  check_defined(src, op, "src");
+  check_same_device(self, src, op);
+  check_same_dtype(self, src, op);
+  TS_CHECK(src.dim() == index.dim(), ShapeError, op, ": src of shape ", shape_str(src.sizes()),
+           " and index of shape ", shape_str(index.sizes()), " differ in their number of dims");
+  for (int64_t k = 0; k < index.dim(); ++k) {
+    TS_CHECK(index.size(k) <= src.size(k), ShapeError, op, ": index of shape ", shape_str(index.sizes()),
+             " is larger than src of shape ", shape_str(src.sizes()), " in dim ", k);
+  }
+  return d;
+}
+
+// The walk gather and scatter_add share: `index`'s elements as lines along `dim`, the other
+// dims' coordinates giving each line's start in every operand (their own strides). Lines
+// write disjoint parts of the output, so a line per thread is race-free and deterministic.
+struct GatherLines {
+  int64_t lines = 0, length = 0;   // lines = index.numel() / length; length = index.size(dim)
+  Shape line_sizes;                // index's sizes without dim
+  std::array<Shape, 3> strides;    // per operand (index, self, other), without dim
+  std::array<int64_t, 3> dim_stride{};
+  int64_t self_dim_size = 0;
+};
+
+inline GatherLines gather_lines(const Tensor& index, const Tensor& self, const Tensor& other, int64_t dim) {
+  GatherLines g;
+  const int64_t ndim = index.dim();
+  const Tensor* operands[3] = {&index, &self, &other};
+  if (ndim == 0) {
+    g.length = 1;
+    g.lines = 1;
+    g.self_dim_size = self.dim() == 0 ? 1 : self.size(0);
+    for (int k = 0; k < 3; ++k) g.dim_stride[k] = operands[k]->dim() == 0 ? 0 : operands[k]->stride(0);
+    return g;
+  }
+  g.length = index.size(dim);
+  g.self_dim_size = self.dim() == 0 ? 1 : self.size(dim);
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (d == dim) {
+      for (int k = 0; k < 3; ++k) g.dim_stride[k] = operands[k]->dim() == 0 ? 0 : operands[k]->stride(d);
+      continue;
+    }
+    g.line_sizes.push_back(index.size(d));
+    for (int k = 0; k < 3; ++k) g.strides[k].push_back(operands[k]->dim() == 0 ? 0 : operands[k]->stride(d));
+  }
+  g.lines = g.length == 0 ? 0 : index.numel() / g.length;
+  return g;
+}
+
+// The IndexError for element `bad` of a gather walk (line * length + position along dim):
+// names the index value, its coordinates, the dim's size and both shapes. Reads the index
+// on the host (after the walk, so a device copy waits for the kernel).
+[[noreturn]] inline void throw_bad_gather_index(const Tensor& index, const GatherLines& g, int64_t bad, int64_t dim,
+                                                const Tensor& self, const char* op) {
+  Tensor host = index.is_cuda() ? to_device(index, Device::cpu()) : index;
+  Shape coordinates(static_cast<size_t>(host.dim()), 0);
+  int64_t line = bad / g.length, offset = 0;
+  for (size_t d = g.line_sizes.size(); d-- > 0;) {
+    const size_t tensor_dim = d < static_cast<size_t>(dim) ? d : d + 1;
+    coordinates[tensor_dim] = line % g.line_sizes[d];
+    line /= g.line_sizes[d];
+  }
+  if (host.dim() > 0) coordinates[dim] = bad % g.length;
+  for (int64_t d = 0; d < host.dim(); ++d) offset += coordinates[d] * host.stride(d);
+  const int64_t value = static_cast<const int64_t*>(host.data_ptr())[offset];
+  throw IndexError(detail::concat(op, ": index ", value, " at ", shape_str(coordinates), " of the index of shape ",
+                                  shape_str(index.sizes()), " is out of range for dim ", dim, " of size ",
+                                  g.self_dim_size, " (self of shape ", shape_str(self.sizes()), ")"));
+}
+
+// topk: k in [0, size of dim].
+inline AxisLayout check_topk(const Tensor& self, int64_t k, int64_t dim) {
+  check_defined(self, "topk");
+  TS_CHECK(self.dtype() != DType::boolean && self.dtype() != DType::bf16, DTypeError,
+           "topk: expected a float32, float64, int64 or uint8 tensor, got ", dtype_name(self.dtype()));
+  AxisLayout layout = axis_layout(self.sizes(), dim, "topk");
+  TS_CHECK(k >= 0 && k <= layout.size, IndexError, "topk: k = ", k, " is out of range for dim ",
+           self.dim() == 0 ? 0 : wrap_dim(dim, self.dim(), "topk"), " of size ", layout.size, " (shape ",
+           shape_str(self.sizes()), ")");
+  return layout;
+}
+
+// The values and indices shape of topk: self's with dim's size k.
+inline Shape topk_shape(const Tensor& self, int64_t k, int64_t dim) {
+  Shape out = self.sizes();
+  if (!out.empty()) out[wrap_dim(dim, self.dim(), "topk")] = k;
+  return out;
+}
+
+// cumsum: floating dtypes keep theirs; integers and bool accumulate in int64 (PyTorch).
+inline DType cumsum_dtype(const Tensor& self) {
+  check_defined(self, "cumsum");
+  TS_CHECK(self.dtype() != DType::bf16, DTypeError, "cumsum: not implemented for bfloat16");
+  return is_floating(self.dtype()) ? self.dtype() : DType::i64;
+}
+
+// tril and triu act on the last two dims of a tensor of at least 2.
+inline void check_triangle(const Tensor& self, const char* op) {
+  check_defined(self, op);
+  TS_CHECK(self.dim() >= 2, ShapeError, op, ": expected a tensor of at least 2 dims (a matrix or a batch of them), "
+           "got shape ", shape_str(self.sizes()));
+}
+
+// searchsorted: `sorted` [..., C] sorted along its last dim; `values` [..., S] with the same
+// leading dims (or `sorted` 1-D and `values` any shape). Both are then read as matrices:
+// values [rows, per_row] against sorted [rows, length] (or one shared row).
+struct SearchLayout {
+  int64_t rows = 1, length = 0, per_row = 0;
+  bool shared = false;  // one sorted row for every value
+};
+
+inline SearchLayout check_searchsorted(const Tensor& sorted, const Tensor& values) {
+  const char* op = "searchsorted";
+  check_defined(sorted, op, "sorted sequence");
+  check_defined(values, op, "values");
+  check_same_device(sorted, values, op);
+  check_same_dtype(sorted, values, op);
+  TS_CHECK(is_floating(sorted.dtype()) || sorted.dtype() == DType::i64, DTypeError, op,
+           ": expected floating or int64 tensors, got ", dtype_name(sorted.dtype()));
+  TS_CHECK(sorted.dim() >= 1, ShapeError, op, ": the sorted sequence must have at least 1 dim, got shape ",
+           shape_str(sorted.sizes()));
+  SearchLayout layout;
+  layout.length = sorted.size(-1);
+  if (sorted.dim() == 1) {
+    layout.shared = true;
+    layout.per_row = values.numel();
+    return layout;
+  }
+  const Shape leading(sorted.sizes().begin(), sorted.sizes().end() - 1);
+  TS_CHECK(values.dim() == sorted.dim() && Shape(values.sizes().begin(), values.sizes().end() - 1) == leading,
+           ShapeError, op, ": values of shape ", shape_str(values.sizes()), " do not share the leading dims of the "
+           "sorted sequence of shape ", shape_str(sorted.sizes()));
+  layout.rows = shape_numel(leading);
+  layout.per_row = values.size(-1);
+  return layout;
 }
 
 }  // namespace tessera::native

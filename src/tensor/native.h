@@ -13,6 +13,16 @@
 #include "tessera/tensor/size2.h"
 #include "tessera/tensor/tensor.h"
 
+namespace tessera {
+
+// GELU's two forms, as torch.nn.functional.gelu's approximate: none is x * Phi(x) =
+// x / 2 * (1 + erf(x / sqrt(2))); tanh is x / 2 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+// Declared in tessera:: (not native::) so that a call gelu(x, approximate) finds
+// tessera::gelu only.
+enum class GeluApproximate { none, tanh };
+
+}  // namespace tessera
+
 namespace tessera::native {
 
 // Creation.
@@ -49,9 +59,11 @@ Tensor clone(const Tensor& self);
 Tensor to_dtype(const Tensor& self, DType dtype);
 Tensor to_device(const Tensor& self, Device device);
 
-// Element-wise ops with NumPy broadcasting. Comparisons give uint8.
+// Element-wise ops with NumPy broadcasting. Comparisons and the logical ops give bool (the
+// logical ops read any dtype as "nonzero"); arithmetic is not defined on bool.
 enum class UnaryOp { neg, abs, exp, log, sqrt, relu, sigmoid, tanh, sign, reciprocal };
-enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
+enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or,
+                      logical_xor };
 Tensor unary(UnaryOp op, const Tensor& self);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary(BinaryOp op, const Tensor& a, double b);
@@ -61,7 +73,7 @@ void binary_(BinaryOp op, Tensor& a, const Tensor& b);
 void binary_(BinaryOp op, Tensor& a, double b);
 // self += alpha * other
 void add_scaled_(Tensor& self, const Tensor& other, double alpha);
-// cond ? a : b, with broadcasting; cond is uint8.
+// cond ? a : b, with broadcasting; cond is bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // grad * (input > 0): ReLU's backward in one pass.
 Tensor relu_backward(const Tensor& grad, const Tensor& input);
@@ -132,6 +144,42 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
                                                        const Tensor& save_invstd, bool training,
                                                        std::array<bool, 3> output_mask);
 
+// ---- Transformer layers: embedding, layer normalisation, GELU (nn::Embedding, ...) ----
+
+// Rows of `weight` [num_embeddings, dim] picked by the int64 `indices` (any shape): the
+// output is [*indices.shape, dim]. An index outside [0, num_embeddings) is an IndexError
+// naming it and its position.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// The weight's gradient [num_weights, dim]: the rows of grad_output [*indices.shape, dim]
+// summed per index, each sum taken in order of position (the same bits on every run, at
+// any thread count). padding_idx (when >= 0) gets a zero row; with scale_grad_by_freq each
+// term is scaled by 1 / (occurrences of its index), as torch's embedding_dense_backward.
+Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                          int64_t padding_idx, bool scale_grad_by_freq);
+// torch.embedding_renorm_: each row of `weight` named in `indices` whose norm_type-norm
+// exceeds max_norm is scaled, in place, by max_norm / (norm + 1e-7).
+void embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type);
+
+// Layer normalisation over the trailing dims `normalized_shape` of `input`, viewed as
+// [M, N] (N = numel(normalized_shape)): y = (x - mean) * rstd * weight + bias, with the
+// biased variance and rstd = 1 / sqrt(var + eps). weight and bias ([normalized_shape])
+// may be undefined. Returns (output, mean [M], rstd [M]); mean and rstd are float32 for
+// bfloat16 input, else of the input's dtype.
+std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, const Shape& normalized_shape,
+                                              const Tensor& weight, const Tensor& bias, double eps);
+// Gradients with respect to (input, weight, bias) where output_mask asks for them, from
+// the forward's mean and rstd.
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                       const Shape& normalized_shape, const Tensor& mean,
+                                                       const Tensor& rstd, const Tensor& weight,
+                                                       std::array<bool, 3> output_mask);
+
+// GELU, as torch.nn.functional.gelu (GeluApproximate is declared above, outside native::).
+Tensor gelu(const Tensor& input, GeluApproximate approximate);
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& input, GeluApproximate approximate);
+// The error function, element-wise.
+Tensor erf(const Tensor& input);
+
 // Softmax family along `dim`, and the negative log-likelihood loss.
 Tensor log_softmax(const Tensor& self, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
@@ -159,5 +207,45 @@ Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p)
 
 // Joining.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+
+// ---- Masks, indexing, selection and scans ----
+// self with `value` where the bool `mask` is true; the two broadcast together, as
+// torch.masked_fill (composed from where, on every device).
+Tensor masked_fill(const Tensor& self, const Tensor& mask, double value);
+// The lower (tril) or upper (triu) triangle of the last two dims: element (i, j) is kept
+// where j - i <= diagonal (tril) or j - i >= diagonal (triu), zero elsewhere. Any dtype.
+Tensor tril(const Tensor& self, int64_t diagonal);
+Tensor triu(const Tensor& self, int64_t diagonal);
+// Views of consecutive pieces along dim with these lengths (which must sum to its size).
+std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim);
+// The slices index[0], index[1], ... of self along dim; index int64, 1-D, in [0, size).
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// self[.., index[k], ..] += source[.., k, ..] along dim, in place. Deterministic: every
+// element adds its terms in the order of k, on every device and thread count.
+void index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+// out[p] = self[p with p[dim] replaced by index[p]], for every p of index's shape.
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+// self[p with p[dim] replaced by index[p]] += src[p] for every p of index's shape, in place;
+// deterministic as index_add_ (each line along dim adds in order).
+void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// The k largest (largest = false: smallest) elements along dim, in order, and their int64
+// positions. NaN is larger than every number; equal values come in the order of their
+// positions (PyTorch leaves ties unspecified), the same on every device.
+std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest);
+// Running sums along dim (reverse: from the last element back), accumulated in double for
+// floating dtypes as PyTorch's CPU kernel does; integer and bool inputs give int64.
+Tensor cumsum(const Tensor& self, int64_t dim, bool reverse = false);
+// For each value, how many elements of its row of `sorted` are < it (right: <=), as
+// torch.searchsorted: sorted [..., C] with values [..., S] of the same leading dims, or a
+// 1-D sorted for values of any shape. int64, of values' shape.
+Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right);
+// num_samples category indices per row of probs ([C] or [N, C]: non-negative, finite, each
+// row with a positive sum), int64 [num_samples] or [N, num_samples]. With replacement,
+// sample s of row r inverts the row's CDF at uniform element r * num_samples + s of
+// Philox(seed, stream, first + ...); without, row r takes the num_samples largest
+// probs[r, c] / E[r, c] for exponential draws E from elements r * C + c (which is
+// sequential sampling without replacement; PyTorch's CPU kernel uses the same race).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed, uint64_t stream,
+                   uint64_t first);
 
 }  // namespace tessera::native

@@ -85,6 +85,30 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
               output_mask);
 }
 
+Tensor embedding(const Tensor& weight, const Tensor& indices) { TS_DISPATCH(weight, embedding, weight, indices); }
+Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                          int64_t padding_idx, bool scale_grad_by_freq) {
+  TS_DISPATCH(grad_output, embedding_backward, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq);
+}
+void embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  TS_DISPATCH(weight, embedding_renorm_, weight, indices, max_norm, norm_type);
+}
+std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, const Shape& normalized_shape,
+                                              const Tensor& weight, const Tensor& bias, double eps) {
+  TS_DISPATCH(input, layer_norm, input, normalized_shape, weight, bias, eps);
+}
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                       const Shape& normalized_shape, const Tensor& mean,
+                                                       const Tensor& rstd, const Tensor& weight,
+                                                       std::array<bool, 3> output_mask) {
+  TS_DISPATCH(grad_output, layer_norm_backward, grad_output, input, normalized_shape, mean, rstd, weight, output_mask);
+}
+Tensor gelu(const Tensor& input, GeluApproximate approximate) { TS_DISPATCH(input, gelu, input, approximate); }
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& input, GeluApproximate approximate) {
+  TS_DISPATCH(grad_output, gelu_backward, grad_output, input, approximate);
+}
+Tensor erf(const Tensor& input) { TS_DISPATCH(input, erf, input); }
+
 Tensor log_softmax(const Tensor& self, int64_t dim) { TS_DISPATCH(self, log_softmax, self, dim); }
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
   TS_DISPATCH(grad_output, log_softmax_backward, grad_output, output, dim);
@@ -108,6 +132,26 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, const DropoutK
 }
 Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p) {
   TS_DISPATCH(grad_output, dropout_backward, grad_output, mask, p);
+}
+
+Tensor tril(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, tril, self, diagonal); }
+Tensor triu(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, triu, self, diagonal); }
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  TS_DISPATCH(self, index_select, self, dim, index);
+}
+void index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  TS_DISPATCH(self, index_add_, self, dim, index, source);
+}
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) { TS_DISPATCH(self, gather, self, dim, index); }
+void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  TS_DISPATCH(self, scatter_add_, self, dim, index, src);
+}
+std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest) {
+  TS_DISPATCH(self, topk, self, k, dim, largest);
+}
+Tensor cumsum(const Tensor& self, int64_t dim, bool reverse) { TS_DISPATCH(self, cumsum, self, dim, reverse); }
+Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right) {
+  TS_DISPATCH(sorted, searchsorted, sorted, values, right);
 }
 
 }  // namespace tessera::native

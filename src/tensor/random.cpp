@@ -1,6 +1,8 @@
 #include "tessera/tensor/random.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "tessera/tensor/error.h"
@@ -84,13 +86,20 @@ void InitRule::fill(void* out, DType dtype, int64_t count, uint64_t seed, const 
   switch (kind) {
     case Kind::constant:
       dispatch_floating(dtype, "init", [&]<class T>() { fill_with<T>(out, count, [&](uint64_t) { return a; }); });
-      return;
+      break;
     case Kind::uniform:
       fill_uniform(out, dtype, count, a, b, seed, stream, static_cast<uint64_t>(first));
-      return;
+      break;
     case Kind::normal:
       fill_normal(out, dtype, count, a, b, seed, stream, static_cast<uint64_t>(first));
-      return;
+      break;
+  }
+  // The zeroed elements that fall inside [first, first + count).
+  const int64_t begin = std::max(zeros_begin, first), end = std::min(zeros_end, first + count);
+  if (begin < end) {
+    const size_t size = element_size(dtype);
+    std::memset(static_cast<unsigned char*>(out) + static_cast<size_t>(begin - first) * size, 0,
+                static_cast<size_t>(end - begin) * size);
   }
 }
 

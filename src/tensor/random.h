@@ -40,9 +40,20 @@ struct InitRule {
   double a = 0;  // constant: the value; uniform: low; normal: mean
   double b = 0;  // uniform: high; normal: standard deviation
 
+  // Flat elements [zeros_begin, zeros_end) are 0 whatever the distribution (the padding
+  // row of nn::Embedding, which PyTorch zeroes after drawing the table).
+  int64_t zeros_begin = 0, zeros_end = 0;
+
   static InitRule constant(double value) { return {Kind::constant, value, 0}; }
   static InitRule uniform(double low, double high) { return {Kind::uniform, low, high}; }
   static InitRule normal(double mean, double std) { return {Kind::normal, mean, std}; }
+  // This rule with elements [begin, end) set to 0.
+  InitRule with_zeros(int64_t begin, int64_t end) const {
+    InitRule rule = *this;
+    rule.zeros_begin = begin;
+    rule.zeros_end = end;
+    return rule;
+  }
 
   // Fills `count` elements of `dtype` at `out` with elements [first, first + count) of the
   // stream named `key` under `seed`. `out` is host memory.

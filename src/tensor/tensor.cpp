@@ -125,7 +125,8 @@ std::ostream& operator<<(std::ostream& out, const Tensor& tensor) {
   std::ostringstream body;
   body << std::setprecision(6);
   for (size_t i = 0; i < values.size(); ++i) {
-    body << values[i];
+    if (tensor.dtype() == DType::boolean) body << (values[i] != 0 ? "True" : "False");  // as PyTorch prints
+    else body << values[i];
     if (i + 1 < values.size()) body << ((static_cast<int64_t>(i + 1) % std::max<int64_t>(row, 1) == 0) ? "\n" : " ");
   }
   return out << body.str();

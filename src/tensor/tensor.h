@@ -26,6 +26,7 @@
 namespace tessera {
 
 class Tensor;
+class Generator;
 namespace autograd {
 struct AutogradMeta;
 class Node;
@@ -143,6 +144,7 @@ class Tensor {
   Tensor relu() const;
   Tensor sigmoid() const;
   Tensor tanh() const;
+  Tensor erf() const;
   Tensor pow(double exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor sum() const;
@@ -156,6 +158,27 @@ class Tensor {
   Tensor argmax() const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // Masks, indexing, selection and scans; recorded by autograd where differentiable
+  // (functions.h says what each does).
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor multinomial(int64_t num_samples, bool replacement, Generator& generator) const;
+  Tensor logical_not() const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
 
   // Autograd.
   bool requires_grad() const;
@@ -191,13 +214,26 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
-// Comparisons give uint8 tensors of 0 and 1.
+// Comparisons give bool tensors (DType::boolean), with broadcasting; a scalar side is
+// converted to the tensor's dtype first (x > 0.5, mask == 0 on an integer tensor).
 Tensor operator==(const Tensor& a, const Tensor& b);
 Tensor operator!=(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+// Masks: ~, &, | and ^ are logical_not/and/or/xor on bool tensors (as in PyTorch; the
+// bitwise forms for integers are not implemented and throw).
+Tensor operator~(const Tensor& a);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
 
 // Prints shape, dtype, device and (for up to 1000 elements) the values.
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);

@@ -20,9 +20,16 @@ T* Tensor::data_ptr() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   check_defined("to_vector");
-  std::vector<T> values(static_cast<size_t>(numel()));
-  detail::read_elements(*this, values.data(), dtype_of<T>);
-  return values;
+  if constexpr (std::is_same_v<T, bool>) {
+    // std::vector<bool> packs bits: read bools as bytes, then copy them in.
+    std::vector<uint8_t> bytes(static_cast<size_t>(numel()));
+    detail::read_elements(*this, bytes.data(), DType::boolean);
+    return std::vector<bool>(bytes.begin(), bytes.end());
+  } else {
+    std::vector<T> values(static_cast<size_t>(numel()));
+    detail::read_elements(*this, values.data(), dtype_of<T>);
+    return values;
+  }
 }
 
 template <class T>

@@ -27,6 +27,22 @@ TEST_CASE("gradients accumulate with +=") {
   CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 4});
 }
 
+TEST_CASE("backward from several outputs of one node reaches the leaves once") {
+  // split's pieces are outputs of one node; a root list naming that node three times must
+  // count its inputs' dependencies once (it once left the leaf waiting forever).
+  ts::Tensor x = ts::arange(12, {.dtype = ts::DType::f64}).view({3, 4}).requires_grad_();
+  std::vector<ts::Tensor> pieces = x.split(std::vector<int64_t>{1, 1, 2}, 1);
+  ts::autograd::backward(pieces, {ts::full({3, 1}, 1.0, {.dtype = ts::DType::f64}),
+                                  ts::full({3, 1}, 2.0, {.dtype = ts::DType::f64}),
+                                  ts::full({3, 2}, 3.0, {.dtype = ts::DType::f64})});
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 2, 3, 3, 1, 2, 3, 3, 1, 2, 3, 3});
+  ts::Tensor y = ts::ones({2}, {.dtype = ts::DType::f64}).requires_grad_();
+  ts::Tensor z = y * 2.0;
+  ts::autograd::backward({z, z}, {ts::ones({2}, {.dtype = ts::DType::f64}), ts::ones({2}, {.dtype = ts::DType::f64})});
+  CHECK(y.grad().to_vector<double>() == std::vector<double>{4, 4});
+}
+
 TEST_CASE("a second backward through a freed graph is a clear error") {
   ts::Tensor x = ts::tensor<double>({1, 2}).requires_grad_();
   ts::Tensor y = (x.exp()).sum();

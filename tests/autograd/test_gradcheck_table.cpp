@@ -75,7 +75,7 @@ std::vector<OpCase> op_cases() {
       {"sigmoid", [] { return TensorList{leaf({6}, 22, -3, 3)}; }, [](L x) { return ts::sigmoid(x[0]); }},
       {"tanh", [] { return TensorList{leaf({6}, 23, -2, 2)}; }, [](L x) { return ts::tanh(x[0]); }},
       {"where", [] { return TensorList{leaf({2, 3}, 24), leaf({3}, 25)}; },
-       [](L x) { return ts::where(ts::tensor<uint8_t>({1, 0, 1, 0, 0, 1}, {2, 3}), x[0], x[1]); }},
+       [](L x) { return ts::where(ts::tensor<bool>({true, false, true, false, false, true}, {2, 3}), x[0], x[1]); }},
       {"scalar forms", [] { return TensorList{leaf({4}, 26, 0.5, 2)}; },
        [](L x) { return (x[0] + 1.5) * 2.0 - 0.5 + (3.0 / x[0]) + x[0] / 4.0 + (1.0 - x[0]); }},
       // Reductions.
@@ -138,6 +138,20 @@ std::vector<OpCase> op_cases() {
        [](L x) { return ts::cross_entropy(x[0], labels({0, 1, 2, 3, 0})); }},
       {"dropout", [] { return TensorList{leaf({4, 6}, 58)}; },
        [](L x) { return ts::dropout(x[0], 0.3, true, {.seed = 1, .stream = 2, .step = 3}); }},
+      // Transformer layers. Embedding's padding_idx and scale_grad_by_freq change the
+      // gradient on purpose (no longer the derivative), so only the plain lookup is checked
+      // here; tests/golden checks those options against PyTorch.
+      {"layer_norm", [] { return TensorList{leaf({3, 2, 5}, 101, -2, 2), leaf({5}, 102, 0.5, 1.5), leaf({5}, 103)}; },
+       [](L x) { return ts::layer_norm(x[0], {5}, x[1], x[2]); }},
+      {"layer_norm two dims, no affine, non-contiguous", [] { return TensorList{leaf({2, 3, 4}, 104, -1, 1, true)}; },
+       [](L x) { return ts::layer_norm(x[0], {3, 4}, {}, {}, 1e-3); }},
+      {"layer_norm weight only, long rows", [] { return TensorList{leaf({2, 37}, 105, -1, 3), leaf({37}, 106, 0.5, 1.5)}; },
+       [](L x) { return ts::layer_norm(x[0], {37}, x[1]); }},
+      {"gelu", [] { return TensorList{leaf({3, 7}, 107, -3, 3, true)}; }, [](L x) { return ts::gelu(x[0]); }},
+      {"gelu tanh", [] { return TensorList{leaf({9}, 108, -4, 4)}; }, [](L x) { return ts::gelu(x[0], "tanh"); }},
+      {"erf", [] { return TensorList{leaf({2, 5}, 109, -2, 2)}; }, [](L x) { return x[0].erf(); }},
+      {"embedding, repeated indices", [] { return TensorList{leaf({6, 3}, 110)}; },
+       [](L x) { return ts::embedding(ts::tensor<int64_t>({4, 0, 4, 5, 2, 4}, {2, 3}), x[0]); }},
       // Views, copies and joins.
       {"view reshape flatten", [] { return TensorList{leaf({2, 3, 4}, 59)}; },
        [](L x) { return x[0].view({6, 4}).reshape({4, 6}).flatten() * ts::arange(24, {.dtype = DType::f64}); }},
@@ -157,6 +171,67 @@ std::vector<OpCase> op_cases() {
        [](L x) { return x[0].to(DType::f32).to(DType::f64) * 0.0 + x[0] * 2.0; }},
       {"cat stack", [] { return TensorList{leaf({2, 3}, 67), leaf({1, 3}, 68)}; },
        [](L x) { return ts::stack({ts::cat({x[0], x[1]}, 0), ts::cat({x[1], x[0]}, 0)}, 1) * ts::arange(18, {.dtype = DType::f64}).view({3, 2, 3}); }},
+      // Masks, indexing, selection and scans (repeated indices make the backward adds add).
+      {"masked_fill, mask broadcast to x", [] { return TensorList{leaf({2, 3, 4}, 78)}; },
+       [](L x) { return x[0].masked_fill(ts::tensor<bool>({true, false, false, true}, {1, 1, 4}), -2.5) * 3.0; }},
+      {"masked_fill, x broadcast to the mask", [] { return TensorList{leaf({3, 1}, 79)}; },
+       [](L x) { return ts::masked_fill(x[0], ts::arange(12).view({4, 3, 1}) > ts::full({}, 5, {.dtype = DType::i64}), 0.5); }},
+      {"tril triu, batched, non-contiguous", [] { return TensorList{leaf({2, 4, 5}, 80, -1, 1, true)}; },
+       [](L x) { return x[0].tril(1) * 2.0 + x[0].triu(-1) + ts::tril(x[0], -3); }},
+      {"split by sizes and chunk, unused pieces", [] { return TensorList{leaf({5, 6}, 81)}; },
+       [](L x) {
+         std::vector<Tensor> p = x[0].split(std::vector<int64_t>{1, 2, 3}, 1);
+         std::vector<Tensor> c = ts::chunk(x[0], 3, 0);
+         return p[0] * p[2] + c[1].sum() + p[1].sum({1}, true);
+       }},
+      {"split by size, last piece shorter", [] { return TensorList{leaf({7, 3}, 82, -1, 1, true)}; },
+       [](L x) { return ts::split(x[0], 3, 0)[2] * 3.0; }},
+      {"index_select, repeated indices", [] { return TensorList{leaf({4, 5, 3}, 83)}; },
+       [](L x) { return x[0].index_select(1, labels({4, 0, 4, 2})); }},
+      {"index_select dim 0, non-contiguous", [] { return TensorList{leaf({5, 4}, 84, -1, 1, true)}; },
+       [](L x) { return ts::index_select(x[0], 0, labels({3, 3, 1})); }},
+      {"gather dim 1, repeated indices", [] { return TensorList{leaf({3, 5}, 85)}; },
+       [](L x) { return x[0].gather(1, ts::tensor<int64_t>({0, 4, 4, 1, 1, 2, 3, 0, 0}, {3, 3})); }},
+      {"gather dim 0, index smaller than x", [] { return TensorList{leaf({4, 3, 2}, 86, -1, 1, true)}; },
+       [](L x) { return ts::gather(x[0], 0, ts::tensor<int64_t>({3, 0, 1, 1, 2, 2, 0, 3}, {2, 2, 2})); }},
+      {"scatter_add, src wider than index", [] { return TensorList{leaf({3, 5}, 87), leaf({3, 4}, 88)}; },
+       [](L x) { return x[0].scatter_add(1, ts::tensor<int64_t>({0, 4, 0, 2, 2, 2, 1, 3, 4}, {3, 3}), x[1]); }},
+      {"topk largest", [] { return TensorList{leaf({3, 6}, 89)}; },
+       [](L x) { return std::get<0>(x[0].topk(3, 1)); }},
+      {"topk smallest along dim 0, non-contiguous", [] { return TensorList{leaf({5, 4}, 90, -1, 1, true)}; },
+       [](L x) { return std::get<0>(ts::topk(x[0], 2, 0, /*largest=*/false)); }},
+      {"cumsum", [] { return TensorList{leaf({3, 4, 2}, 91)}; }, [](L x) { return x[0].cumsum(1); }},
+      {"cumsum last dim, non-contiguous", [] { return TensorList{leaf({3, 5}, 92, -1, 1, true)}; },
+       [](L x) { return ts::cumsum(x[0], -1); }},
+      // softmax and log_softmax over every dim, contiguous or not.
+      {"softmax dim 0 and last of a 3-D tensor", [] { return TensorList{leaf({3, 4, 2}, 93, -2, 2)}; },
+       [](L x) { return x[0].softmax(0) + ts::softmax(x[0], -1) * 2.0; }},
+      {"log_softmax middle dim, non-contiguous", [] { return TensorList{leaf({2, 5, 3}, 94, -2, 2, true)}; },
+       [](L x) { return x[0].log_softmax(1) + ts::log_softmax(x[0], -2); }},
+      // Losses on [N, C, d1, ...], ignore_index and label smoothing.
+      {"nll_loss [N, C, d1, d2] weighted, ignore_index", [] { return TensorList{leaf({2, 3, 2, 2}, 95)}; },
+       [](L x) {
+         return ts::nll_loss(x[0], ts::tensor<int64_t>({0, 2, -100, 1, 1, 1, 2, -100}, {2, 2, 2}),
+                             {.weight = ts::tensor<double>({0.2, 1.0, 3.0})});
+       }},
+      {"nll_loss [N, C, d] none", [] { return TensorList{leaf({2, 4, 3}, 96)}; },
+       [](L x) {
+         return ts::nll_loss(x[0], ts::tensor<int64_t>({3, 0, 1, 2, 2, 0}, {2, 3}), {.reduction = ts::Reduction::none});
+       }},
+      {"cross_entropy label smoothing, weighted, ignore_index, [N, C, d]", [] { return TensorList{leaf({3, 4, 2}, 97, -2, 2)}; },
+       [](L x) {
+         return ts::cross_entropy(x[0], ts::tensor<int64_t>({0, 3, 1, 1, 2, 1}, {3, 2}),
+                                  {.weight = ts::tensor<double>({0.5, 1.0, 2.0, 1.5}), .ignore_index = 1,
+                                   .label_smoothing = 0.2});
+       }},
+      {"cross_entropy label smoothing, sum and none", [] { return TensorList{leaf({5, 3}, 98, -2, 2)}; },
+       [](L x) {
+         Tensor t = labels({0, 2, -100, 1, 2});
+         return ts::cross_entropy(x[0], t, {.reduction = ts::Reduction::sum, .label_smoothing = 0.1}) +
+                ts::cross_entropy(x[0], t, {.reduction = ts::Reduction::none, .label_smoothing = 0.3});
+       }},
+      {"cross_entropy of one score vector [C]", [] { return TensorList{leaf({5}, 99, -2, 2)}; },
+       [](L x) { return ts::cross_entropy(x[0], ts::full({}, 3, {.dtype = DType::i64}), {.label_smoothing = 0.25}); }},
   };
   return cases;
 }

@@ -189,6 +189,21 @@ TEST_CASE("uint8 and bfloat16: gathers move the bytes, bfloat16 reductions run i
   CHECK(sent.to_vector<float>() == std::vector<float>(3, 2.5f));
 }
 
+TEST_CASE("bool: gathers and broadcasts move masks; reductions refuse them") {
+  ts::dist::ProcessGroup& world = *dist_test::world();
+  const int size = world.size();
+  const int rank = world.rank();
+  ts::Tensor mask = ts::tensor<bool>({rank % 2 == 0, true});
+  ts::Tensor gathered = ts::zeros({size * 2}, {.dtype = ts::DType::boolean});
+  world.all_gather_into(gathered, mask);
+  CHECK(gathered.to_vector<int64_t>() == expected<int64_t>(size * 2, [](int64_t j) { return j % 2 == 1 || (j / 2) % 2 == 0; }));
+  ts::Tensor sent = ts::full({3}, rank == 0 ? 1.0 : 0.0, {.dtype = ts::DType::boolean});
+  world.broadcast(sent, 0);
+  CHECK(sent.to_vector<bool>() == std::vector<bool>(3, true));
+  std::string refused = test_support::error_of([&] { world.all_reduce(mask); });
+  CHECK(test_support::contains(refused, "reductions are not defined on bool tensors"));
+}
+
 TEST_CASE("barrier: every rank's write before it is visible to every rank after it") {
   ts::dist::ProcessGroup& world = *dist_test::world();
   // One folder for the job, named by a number rank 0 draws and broadcasts.

@@ -30,7 +30,8 @@ using TensorList = std::vector<Tensor>;
 
 namespace {
 
-constexpr DType f32 = DType::f32, f64 = DType::f64, bf16 = DType::bf16, i64 = DType::i64, u8 = DType::u8;
+constexpr DType f32 = DType::f32, f64 = DType::f64, bf16 = DType::bf16, i64 = DType::i64, u8 = DType::u8,
+                boolean = DType::boolean;
 
 // A CPU leaf of `dtype` with values uniform in [low, high) (integers in [low, high) for
 // integer dtypes). Floating leaves require grad. `transposed` makes it non-contiguous.
@@ -64,7 +65,14 @@ Tensor small_integers(const Shape& shape, uint64_t seed, DType dtype, int64_t lo
   return ts::randint(low, high, shape, gen).to(dtype).detach();
 }
 
-Tensor labels(const std::vector<int64_t>& values) { return ts::tensor<int64_t>(values); }
+Tensor labels(const std::vector<int64_t>& values, const Shape& shape = {-1}) { return ts::tensor<int64_t>(values, shape); }
+
+// A bool mask of `shape` that is true at every `period`-th element (row-major).
+Tensor every_nth(const Shape& shape, int64_t period) {
+  std::vector<bool> values(static_cast<size_t>(ts::shape_numel(shape)));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = i % static_cast<size_t>(period) == 0;
+  return ts::tensor<bool>(values, shape);
+}
 
 Tensor constant(const std::vector<double>& values, const Shape& shape, DType dtype) {
   return ts::tensor<double>(values, shape).to(dtype).detach();
@@ -151,7 +159,7 @@ std::vector<OpCase> op_cases() {
                            native::unary(native::UnaryOp::reciprocal, x[0].detach())};
        }},
       {"where", floats, [](DType d) { return TensorList{uniform({2, 3}, 25, d), uniform({3}, 26, d)}; },
-       [](L x) { return one(ts::where(ts::tensor<uint8_t>({1, 0, 1, 0, 0, 1}, {2, 3}).to(x[0].device()), x[0], x[1])); }},
+       [](L x) { return one(ts::where(ts::tensor<bool>({true, false, true, false, false, true}, {2, 3}).to(x[0].device()), x[0], x[1])); }},
       {"scalar forms", floats, [](DType d) { return TensorList{uniform({4}, 27, d, 0.5, 2)}; },
        [](L x) { return one((x[0] + 1.5) * 2.0 - 0.5 + (3.0 / x[0]) + x[0] / 4.0 + (1.0 - x[0])); }},
       {"comparisons", floats,
@@ -186,6 +194,18 @@ std::vector<OpCase> op_cases() {
                            ts::lt(x[0], x[1]), x[0].sum(), x[0].sum({0}), ts::where(ts::gt(x[0], x[1]), x[0], x[1]),
                            std::get<0>(x[0].max(1)), std::get<1>(x[0].max(1)), x[0].to(DType::f32)};
        }},
+      {"bool masks: logical ops, where, sum, conversions", {boolean},
+       [](DType d) {
+         return TensorList{small_integers({4, 5}, 130, d, 0, 2), small_integers({5}, 131, d, 0, 2),
+                           uniform({4, 5}, 132, f32).detach()};
+       },
+       [](L x) {
+         const Tensor& p = x[0];
+         const Tensor& q = x[1];
+         return TensorList{~p, p & q, p | q, p ^ q, p == q, p != q, ts::where(p, x[2], -x[2]), ts::where(p, q, ~q),
+                           p.sum(), p.sum({0}), p.t().contiguous(), p.to(f32), p.to(i64), x[2].to(boolean),
+                           ts::logical_not(x[2] > 0.0), ts::logical_and(x[2], x[2] * 0.0)};
+       }},
       {"integer in-place", {i64},
        [](DType d) { return TensorList{small_integers({5, 3}, 38, d, 0, 9), small_integers({3}, 39, d, 1, 9)}; },
        [](L x) {
@@ -204,6 +224,14 @@ std::vector<OpCase> op_cases() {
        [](L x) { return one(x[0].sum({1})); }},
       {"sum leading dim", floats, [](DType d) { return TensorList{uniform({64, 50}, 44, d)}; },
        [](L x) { return one(x[0].sum({0})); }},
+      // Sums that read the input in place: columns (one part, and long columns in parts),
+      // two leading dims, and around a middle dim (a convolution's bias gradient).
+      {"sum leading dims in place", floats,
+       [](DType d) { return TensorList{uniform({8, 30}, 160, d), uniform({20000, 3}, 161, d), uniform({4, 6, 10}, 162, d)}; },
+       [](L x) { return TensorList{x[0].sum({0}), x[1].sum({0}), x[2].sum({0, 1})}; }},
+      {"sum around a middle dim in place", floats,
+       [](DType d) { return TensorList{uniform({2, 3, 5, 7}, 163, d), uniform({3, 2, 40000}, 164, d)}; },
+       [](L x) { return TensorList{x[0].sum({0, 2, 3}), x[1].sum({0, 2})}; }},
       {"mean dim", floats, [](DType d) { return TensorList{uniform({3, 4}, 45, d, -1, 1, true)}; },
        [](L x) { return one(x[0].mean({1})); }},
       {"amax", floats, [](DType d) { return TensorList{uniform({3, 5}, 46, d)}; },
@@ -246,6 +274,9 @@ std::vector<OpCase> op_cases() {
       {"linear no bias, transposed weight", floats,
        [](DType d) { return TensorList{uniform({3, 4}, 64, d), uniform({5, 4}, 65, d, -1, 1, true)}; },
        [](L x) { return one(ts::linear(x[0], x[1])); }},
+      {"linear, a bias that is a view at an odd offset (no cuBLASLt epilogue)", floats,
+       [](DType d) { return TensorList{uniform({6, 8}, 165, d), uniform({7, 8}, 166, d), uniform({8}, 167, d)}; },
+       [](L x) { return one(ts::linear(x[0], x[1], x[2].narrow(0, 1, 7))); }},
       {"linear, MNIST-sized", floats,
        [](DType d) { return TensorList{uniform({16, 1152}, 66, d), uniform({128, 1152}, 67, d, -0.03, 0.03), uniform({128}, 68, d)}; },
        [](L x) { return one(ts::linear(x[0], x[1], x[2])); }},
@@ -332,6 +363,41 @@ std::vector<OpCase> op_cases() {
          auto [all_dropped, keep_none] = native::dropout(x[0].detach(), 1.0, {.seed = 7});
          return TensorList{out, mask, none_dropped, keep_all, all_dropped, keep_none};
        }},
+      // ---- Transformer layers: layer norm, GELU, erf, embedding ----
+      {"layer_norm", floats,
+       [](DType d) { return TensorList{uniform({4, 7, 33}, 120, d, -2, 2), uniform({33}, 121, d, 0.5, 1.5), uniform({33}, 122, d)}; },
+       [](L x) { return one(ts::layer_norm(x[0], {33}, x[1], x[2])); }},
+      {"layer_norm GPT-2 width, 200 rows (chunked weight gradient)", floats,
+       [](DType d) { return TensorList{uniform({200, 768}, 123, d, -1, 3), uniform({768}, 124, d, 0.5, 1.5), uniform({768}, 125, d)}; },
+       [](L x) { return one(ts::layer_norm(x[0], {768}, x[1], x[2])); }},
+      {"layer_norm two dims, no affine, transposed; weight only", floats,
+       [](DType d) { return TensorList{uniform({3, 4, 6}, 126, d, -1, 1, true), uniform({6}, 127, d, 0.5, 1.5)}; },
+       [](L x) { return one(ts::layer_norm(x[0], {4, 6}) + ts::layer_norm(x[0], {6}, x[1])); }},
+      {"layer_norm saved statistics (native)", floats, [](DType d) { return TensorList{uniform({5, 300}, 128, d, -4, 6)}; },
+       [](L x) {
+         auto [out, mean, rstd] = native::layer_norm(x[0].detach(), {300}, {}, {}, 1e-5);
+         return TensorList{out, mean, rstd};
+       }},
+      {"gelu, gelu tanh, erf", floats, [](DType d) { return TensorList{uniform({3, 1001}, 129, d, -6, 6)}; },
+       [](L x) { return TensorList{ts::gelu(x[0]) + ts::gelu(x[0], "tanh") * 0.5 + x[0].erf(), ts::gelu(x[0], "tanh")}; }},
+      {"gelu transposed", floats, [](DType d) { return TensorList{uniform({5, 8}, 130, d, -3, 3, true)}; },
+       [](L x) { return one(ts::gelu(x[0])); }},
+      {"embedding, repeated indices", floats,
+       [](DType d) { return TensorList{uniform({10, 6}, 131, d), uniform({3, 5}, 132, i64, 0, 10)}; },
+       [](L x) { return one(ts::embedding(x[1], x[0])); }},
+      {"embedding, many repeats (sorted segments)", floats,
+       [](DType d) { return TensorList{uniform({1000, 64}, 133, d), uniform({8, 128}, 134, i64, 0, 50)}; },
+       [](L x) { return one(ts::embedding(x[1], x[0])); }},
+      {"embedding padding_idx, scale_grad_by_freq", floats,
+       [](DType d) { return TensorList{uniform({7, 9}, 135, d), uniform({40}, 136, i64, 0, 7)}; },
+       [](L x) { return one(ts::embedding(x[1], x[0], {.padding_idx = 3, .scale_grad_by_freq = true})); }},
+      {"embedding max_norm (rows renormalised in place)", floats,
+       [](DType d) { return TensorList{uniform({12, 5}, 137, d, -2, 2), uniform({2, 9}, 138, i64, 0, 12)}; },
+       [](L x) {
+         Tensor out = ts::embedding(x[1], x[0], {.max_norm = 1.0});
+         Tensor out_p1 = ts::embedding(x[1], x[0].detach(), {.max_norm = 0.5, .norm_type = 1.0});
+         return TensorList{out, out_p1, x[0].detach().clone()};
+       }},
       // ---- Views, copies, conversions, devices, joins ----
       {"view reshape flatten", floats, [](DType d) { return TensorList{uniform({2, 3, 4}, 92, d)}; },
        [](L x) { return one(x[0].view({6, 4}).reshape({4, 6}).flatten() * ts::arange(24, {.dtype = x[0].dtype(), .device = x[0].device()})); }},
@@ -354,6 +420,121 @@ std::vector<OpCase> op_cases() {
        [](L x) { return one((x[0].to(ts::Device::cpu()) * 3.0).to(x[0].device())); }},
       {"cat stack", floats, [](DType d) { return TensorList{uniform({2, 3}, 100, d), uniform({1, 3}, 101, d)}; },
        [](L x) { return one(ts::stack({ts::cat({x[0], x[1]}, 0), ts::cat({x[1], x[0]}, 0)}, 1) * 2.0); }},
+      // ---- Masks, indexing, selection and scans (index tensors made on the inputs' device) ----
+      {"masked_fill, broadcast mask", floats, [](DType d) { return TensorList{uniform({4, 5, 6}, 140, d)}; },
+       [](L x) {
+         Tensor mask = every_nth({5, 6}, 4).to(x[0].device());
+         return TensorList{x[0].masked_fill(mask, -1e9), ts::masked_fill(x[0].narrow(2, 0, 1), mask, 0.5)};
+       }},
+      {"masked_fill and tril on int64 and bool", {i64},
+       [](DType d) { return TensorList{small_integers({6, 6}, 141, d)}; },
+       [](L x) {
+         Tensor mask = x[0] > 0.0;
+         return TensorList{x[0].masked_fill(mask, 7), mask.masked_fill(~mask, 1), mask.tril(1), x[0].triu(-1),
+                           ts::ones({5, 5}, {.dtype = DType::boolean, .device = x[0].device()}).tril()};
+       }},
+      {"tril triu, batched, non-contiguous", floats, [](DType d) { return TensorList{uniform({3, 6, 7}, 142, d, -1, 1, true)}; },
+       [](L x) { return one(x[0].tril(1) * 2.0 + x[0].triu(-2) + ts::tril(x[0], -9)); }},
+      {"split and chunk, unused pieces", floats, [](DType d) { return TensorList{uniform({6, 10}, 143, d)}; },
+       [](L x) {
+         std::vector<Tensor> p = x[0].split(std::vector<int64_t>{2, 3, 5}, 1);
+         std::vector<Tensor> c = x[0].chunk(4, 0);
+         return TensorList{p[0] * p[1].sum({1}, true) + c[2].narrow(1, 0, 2).sum(), p[2], c[1]};
+       }},
+      {"index_select, repeated indices, two dims", floats, [](DType d) { return TensorList{uniform({6, 5, 4}, 144, d)}; },
+       [](L x) {
+         Tensor rows = labels({5, 0, 5, 2}).to(x[0].device()), cols = labels({4, 4, 1}).to(x[0].device());
+         return one(x[0].index_select(0, rows).index_select(1, cols) * 3.0);
+       }},
+      {"index_select many rows (index_add_ by column)", floats, [](DType d) { return TensorList{uniform({100, 64}, 145, d)}; },
+       [](L x) {
+         ts::Generator gen(146);
+         return one(x[0].index_select(0, ts::randint(0, 100, {5000}, gen).to(x[0].device())));
+       }},
+      {"gather and scatter_add, repeated indices", floats,
+       [](DType d) { return TensorList{uniform({4, 7}, 147, d), uniform({4, 5}, 148, d, -1, 1, true), uniform({3, 9}, 149, d)}; },
+       [](L x) {
+         ts::Generator gen(150);
+         Tensor pick = ts::randint(0, 7, {4, 9}, gen).to(x[0].device());
+         Tensor place = ts::randint(0, 4, {3, 5}, gen).to(x[0].device());
+         Tensor rows = ts::randint(0, 5, {3, 4}, gen).to(x[0].device());
+         return TensorList{x[0].gather(1, pick) * x[2].narrow(0, 0, 1) + x[1].scatter_add(0, place, x[2].narrow(1, 0, 5)).sum(),
+                           ts::gather(x[1].t(), 0, rows)};
+       }},
+      {"native index_add_ and scatter_add_ on int64", {i64},
+       [](DType d) { return TensorList{small_integers({5, 4}, 151, d), small_integers({3, 4}, 152, d)}; },
+       [](L x) {
+         Tensor into = x[0].clone();
+         native::index_add_(into, 0, labels({4, 0, 4}).to(x[0].device()), x[1]);
+         Tensor scattered = x[0].clone();
+         native::scatter_add_(scattered, 1, labels({3, 3, 0, 1, 2, 2, 2, 2, 1, 0, 0, 0}, {3, 4}).to(x[0].device()), x[1]);
+         return TensorList{into, scattered};
+       }},
+      {"topk: largest, smallest, every dim", floats, [](DType d) { return TensorList{uniform({7, 33}, 153, d, -1, 1, true)}; },
+       [](L x) {
+         auto [values, indices] = x[0].topk(5, 1);
+         auto [low, low_indices] = ts::topk(x[0], 3, 0, /*largest=*/false);
+         return TensorList{values + low.sum(), indices, low_indices, std::get<0>(x[0].topk(33, 1))};
+       }},
+      {"topk: ties and NaNs by position, long rows", floats,
+       [](DType d) { return TensorList{ties_and_nans(50, d), uniform({2, 50000}, 154, d)}; },
+       [](L x) {
+         auto [values, indices] = x[0].topk(12, 1);
+         auto [low, low_indices] = x[0].topk(7, 1, false);
+         auto [long_values, long_indices] = x[1].detach().topk(100, -1);
+         return TensorList{values, indices, low, low_indices, long_values, long_indices};
+       }},
+      {"topk on integers: ties by position", {i64, u8},
+       [](DType d) { return TensorList{small_integers({6, 40}, 155, d, 0, 5)}; },
+       [](L x) {
+         auto [values, indices] = x[0].topk(10, 1);
+         auto [low, low_indices] = x[0].topk(4, 0, false);
+         return TensorList{values, indices, low, low_indices};
+       }},
+      {"cumsum, both directions", floats, [](DType d) { return TensorList{uniform({5, 300}, 156, d, -1, 1, true)}; },
+       [](L x) {
+         return TensorList{x[0].cumsum(1) + ts::cumsum(x[0], 0), native::cumsum(x[0].detach(), 1, /*reverse=*/true)};
+       }},
+      {"cumsum on integers and bool", {i64, u8},
+       [](DType d) { return TensorList{small_integers({4, 50}, 157, d, 0, 9)}; },
+       [](L x) { return TensorList{x[0].cumsum(1), x[0].cumsum(0), (x[0] > 4.0).cumsum(1)}; }},
+      {"searchsorted (native)", floats,
+       [](DType d) { return TensorList{uniform({3, 40}, 158, d, 0.1, 1), uniform({3, 25}, 159, d, 0, 30)}; },
+       [](L x) {
+         Tensor sorted = x[0].detach().cumsum(1);
+         return TensorList{native::searchsorted(sorted, x[1].detach(), false), native::searchsorted(sorted, x[1].detach(), true),
+                           native::searchsorted(sorted.select(0, 0), x[1].detach(), true)};
+       }},
+      {"multinomial: the device draws the CPU's indices", floats,
+       [](DType d) { return TensorList{uniform({4, 30}, 160, d, 0, 1)}; },
+       [](L x) {
+         Tensor probs = x[0].detach().masked_fill(x[0].detach() < 0.2, 0.0);
+         ts::Generator with(161), without(161);
+         return TensorList{ts::multinomial(probs, 500, /*replacement=*/true, with),
+                           ts::multinomial(probs, 10, /*replacement=*/false, without)};
+       }},
+      {"softmax and log_softmax over every dim, non-contiguous", floats,
+       [](DType d) { return TensorList{uniform({3, 4, 5}, 162, d, -3, 3, true)}; },
+       [](L x) {
+         return TensorList{x[0].softmax(0) + x[0].log_softmax(1) + ts::softmax(x[0], -1) * x[0].log_softmax(-2)};
+       }},
+      {"nll_loss [N, C, d1, d2], weighted, ignore_index", floats, [](DType d) { return TensorList{uniform({3, 5, 2, 4}, 163, d)}; },
+       [](L x) {
+         ts::Generator gen(164);
+         Tensor target = ts::randint(0, 5, {3, 2, 4}, gen).masked_fill(every_nth({2, 4}, 3), -100);
+         Tensor weight = constant({0.2, 1.0, 3.0, 0.5, 1.5}, {5}, x[0].dtype()).to(x[0].device());
+         target = target.to(x[0].device());
+         return TensorList{ts::nll_loss(x[0], target, {.weight = weight}),
+                           ts::nll_loss(x[0].detach(), target, {.reduction = ts::Reduction::none})};
+       }},
+      {"cross_entropy label smoothing [N, C, d], weights, ignore_index", floats,
+       [](DType d) { return TensorList{uniform({4, 6, 3}, 165, d, -2, 2)}; },
+       [](L x) {
+         Tensor target = labels({0, 5, 1, 1, 2, 3, 4, 1, 0, 5, 5, 2}, {4, 3}).to(x[0].device());
+         Tensor weight = constant({0.5, 1.0, 2.0, 1.5, 0.7, 1.1}, {6}, x[0].dtype()).to(x[0].device());
+         return TensorList{ts::cross_entropy(x[0], target, {.weight = weight, .ignore_index = 1, .label_smoothing = 0.2}),
+                           ts::cross_entropy(x[0].detach(), target, {.reduction = ts::Reduction::none, .label_smoothing = 0.1})};
+       }},
       // ---- bfloat16 where the CUDA backend has it ----
       {"bfloat16 element-wise", {bf16},
        [](DType d) { return TensorList{uniform({37, 41}, 110, d), uniform({41}, 111, d, 0.5, 2)}; },
@@ -369,6 +550,12 @@ std::vector<OpCase> op_cases() {
       {"bfloat16 conv2d", {bf16},
        [](DType d) { return TensorList{uniform({2, 4, 10, 10}, 116, d), uniform({8, 4, 3, 3}, 117, d, -0.3, 0.3), uniform({8}, 118, d)}; },
        [](L x) { return one(ts::conv2d(x[0], x[1], x[2], {.stride = 1, .padding = 1})); }},
+      {"bfloat16 layer_norm, gelu, embedding", {bf16},
+       [](DType d) { return TensorList{uniform({6, 96}, 139, d, -2, 2), uniform({96}, 140, d, 0.5, 1.5), uniform({96}, 141, d), uniform({4, 5}, 142, i64, 0, 6)}; },
+       [](L x) {
+         Tensor normed = ts::layer_norm(x[0], {96}, x[1], x[2]);
+         return TensorList{ts::gelu(normed, "tanh") + ts::embedding(x[3], x[0]).sum({0, 1}) * 0.1};
+       }},
       {"bfloat16 dropout and pooling (forward)", {bf16}, [](DType d) { return TensorList{uniform({2, 3, 8, 8}, 119, d)}; },
        [](L x) {
          auto [pooled, indices] = native::max_pool2d(x[0].detach(), {});

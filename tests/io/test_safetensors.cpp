@@ -128,6 +128,7 @@ TEST_CASE("safetensors: every dtype and layout round-trips bit for bit") {
   d.insert("i64", ts::randint(-1000000, 1000000, {7}, gen));
   d.insert("u8", ts::randint(0, 256, {4, 4}, gen, {.dtype = DType::u8}));
   d.insert("bf16", ts::randn({6}, gen).to(DType::bf16));
+  d.insert("bool", ts::randn({3, 4}, gen) > 0.0);
   // Non-contiguous views: transposed, narrowed with an offset, expanded (stride 0), permuted.
   d.insert("f64.transposed", ts::randn({4, 3}, gen, {.dtype = DType::f64}).t());
   d.insert("i64.narrowed", ts::arange(20).view({4, 5}).narrow(1, 2, 2));
@@ -157,6 +158,8 @@ TEST_CASE("safetensors: every dtype and layout round-trips bit for bit") {
   CHECK(back.at("i64.narrowed").to_vector<int64_t>() == std::vector<int64_t>{2, 3, 7, 8, 12, 13, 17, 18});
   CHECK(back.at("f32.scalar").item<float>() == -0.25f);
   CHECK(back.at("i64.scalar").dim() == 0);
+  CHECK(back.at("bool").dtype() == DType::boolean);
+  CHECK(back.at("bool").to_vector<bool>() == d.at("bool").to_vector<bool>());
 
   // An empty dict is a valid file too, as is a tensor whose gradient is tracked.
   io::save(ts::StateDict{}, dir.file("empty.safetensors"));
@@ -379,7 +382,8 @@ TEST_CASE("safetensors: hostile headers are FormatErrors naming file, tensor and
 
   // Unknown and unsupported dtypes name the dtype and the tensor.
   CHECK(error_for("{" + entry("h", "F16", "[2]", "[0,4]") + "}", data) ==
-        path + ": byte 22: tensor 'h': dtype \"F16\" is not supported by Tessera (Tessera reads F32, F64, I64, U8 and BF16)");
+        path + ": byte 22: tensor 'h': dtype \"F16\" is not supported by Tessera (Tessera reads F32, F64, I64, U8, BF16 "
+               "and BOOL)");
   CHECK(contains(error_for("{" + entry("i", "I32", "[2]", "[0,8]") + "}", data), "tensor 'i': dtype \"I32\" is not supported"));
   CHECK(contains(error_for("{" + entry("x", "float32", "[2]", "[0,8]") + "}", data), "tensor 'x': unknown dtype \"float32\""));
   CHECK(contains(error_for("{\"x\":{\"dtype\":3,\"shape\":[],\"data_offsets\":[0,1]}}", data), "dtype: expected a string"));
@@ -402,6 +406,24 @@ TEST_CASE("safetensors: hostile headers are FormatErrors naming file, tensor and
   ts::StateDict ok = io::load(path);
   CHECK(ok.at("a").to_vector<uint8_t>() == std::vector<uint8_t>{5, 6});
   CHECK(ok.at("z").numel() == 0);
+
+  // BOOL, as PyTorch writes torch.bool: one byte each, and only 0 or 1 is a bool.
+  const std::string bool_file = file_bytes("{" + entry("m", "BOOL", "[4]", "[0,4]") + "}", std::string("\1\0\1\1", 4));
+  write_file_bytes(path, bool_file);
+  CHECK(io::load(path).at("m").to_vector<bool>() == std::vector<bool>{true, false, true, true});
+  const std::string bad_bool = file_bytes("{" + entry("m", "BOOL", "[4]", "[0,4]") + "}", std::string("\1\0\2\1", 4));
+  const uint64_t third_byte = bad_bool.size() - 4 + 2;
+  CHECK(error_for("{" + entry("m", "BOOL", "[4]", "[0,4]") + "}", std::string("\1\0\2\1", 4)) ==
+        path + ": byte " + std::to_string(third_byte) + ": tensor 'm': BOOL element 2 holds the byte 2; a bool must be 0 or 1");
+  // A partial read checks the bytes it reads, with their place in the file.
+  io::SafetensorsFile partial(path);
+  CHECK(partial.read_slice("m", 0, 2).to_vector<bool>() == std::vector<bool>{true, false});
+  CHECK(contains(format_error_of([&] { partial.read_slice("m", 1, 3); }),
+                 "byte " + std::to_string(third_byte) + ": tensor 'm': BOOL element 2 holds the byte 2"));
+  // Reading into a tensor of one's own leaves no invalid byte in it when it fails.
+  Tensor destination = ts::ones({4}, {.dtype = DType::boolean});
+  CHECK_THROWS_AS(partial.read_into("m", 0, destination), io::FormatError);
+  CHECK(destination.to_vector<uint8_t>() == std::vector<uint8_t>{0, 0, 0, 0});
 }
 
 TEST_CASE("safetensors: a missing or unreadable file is an IOError naming it") {

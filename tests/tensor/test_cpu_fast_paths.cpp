@@ -2,8 +2,8 @@
 // masks, the caching allocator) against the general code they stand in for: the f64
 // im2col convolution and pooling (which the gradient checks and PyTorch goldens pin down)
 // and the scalar dropout_mask_row (the definition of which elements are dropped).
-// On a CPU without AVX-512 the fast paths are not compiled and these tests compare the
-// general code with itself, which still holds.
+// On a CPU without AVX-512, and under TESSERA_CPU_CAPABILITY=default (the tensor-default
+// test), the portable kernels run instead and these tests hold them to the same bounds.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -101,8 +101,10 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
   ts::Tensor w = ts::ones({2, 3, 3, 3});
   ts::Tensor labels = ts::zeros({3}, {.dtype = DType::i64});
   ts::Tensor mask = ts::ones({3, 3}, {.dtype = DType::u8});
+  ts::Tensor condition = ts::ones({3, 3}, {.dtype = DType::boolean});
   ts::Tensor indices = ts::zeros({2, 3, 2, 2}, {.dtype = DType::i64});
   ts::Tensor scalar = ts::ones({});
+  ts::Tensor square_index = ts::zeros({3, 3}, {.dtype = DType::i64});
   const std::vector<std::pair<std::string, std::function<void()>>> calls = {
       {"copy_", [&] { cu::copy_(m, m); }},
       {"fill_", [&] { cu::fill_(m, 1.0); }},
@@ -113,7 +115,7 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
       {"mul", [&] { cu::binary_(BinaryOp::mul, m, m); }},
       {"mul", [&] { cu::binary_(BinaryOp::mul, m, 2.0); }},
       {"add", [&] { cu::add_scaled_(m, m, 0.5); }},
-      {"where", [&] { cu::where(mask, m, m); }},
+      {"where", [&] { cu::where(condition, m, m); }},
       {"relu_backward", [&] { cu::relu_backward(m, m); }},
       {"sum", [&] { cu::sum(m, {}, false); }},
       {"amax", [&] { cu::amax(m, {1}, false); }},
@@ -134,6 +136,15 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
        [&] { cu::nll_loss_backward(scalar, m, labels, {}, ts::Reduction::mean, -100, scalar); }},
       {"dropout", [&] { cu::dropout(m, 0.5, {}); }},
       {"dropout_backward", [&] { cu::dropout_backward(m, mask, 0.5); }},
+      {"tril", [&] { cu::tril(m, 0); }},
+      {"triu", [&] { cu::triu(m, 1); }},
+      {"index_select", [&] { cu::index_select(m, 0, labels); }},
+      {"index_add", [&] { cu::index_add_(m, 0, labels, m); }},
+      {"gather", [&] { cu::gather(m, 1, square_index); }},
+      {"scatter_add", [&] { cu::scatter_add_(m, 1, square_index, m); }},
+      {"topk", [&] { cu::topk(m, 2, 1, true); }},
+      {"cumsum", [&] { cu::cumsum(m, 0, false); }},
+      {"searchsorted", [&] { cu::searchsorted(m, m, false); }},
   };
   for (const auto& [op, call] : calls) {
     CAPTURE(op);

@@ -2,6 +2,7 @@
 // the operand's shape (native::sum_to).
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/device_check.h"
 
 namespace tessera {
 
@@ -214,6 +215,23 @@ Tensor le(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::le
 Tensor gt(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::ge, a, b); }
 
+Tensor logical_not(const Tensor& x) { return native::binary(BinaryOp::eq, x, 0.0); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_and, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_or, a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_xor, a, b); }
+
+namespace {
+
+// ~, &, |, ^ are the logical ops on bool; on other dtypes PyTorch means the bitwise ones,
+// which Tessera does not have: an error rather than a silently logical answer.
+void check_mask_operand(const Tensor& t, const char* op) {
+  check_defined(t, op);
+  TS_CHECK(t.dtype() == DType::boolean, DTypeError, "operator", op, ": defined on bool tensors only, got ",
+           t.str(), " (the bitwise form is not implemented; logical_not/and/or/xor read any dtype)");
+}
+
+}  // namespace
+
 // Operators and methods.
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -248,6 +266,31 @@ Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, double b) { return native::binary(BinaryOp::eq, a, b); }
+Tensor operator!=(const Tensor& a, double b) { return native::binary(BinaryOp::ne, a, b); }
+Tensor operator<(const Tensor& a, double b) { return native::binary(BinaryOp::lt, a, b); }
+Tensor operator<=(const Tensor& a, double b) { return native::binary(BinaryOp::le, a, b); }
+Tensor operator>(const Tensor& a, double b) { return native::binary(BinaryOp::gt, a, b); }
+Tensor operator>=(const Tensor& a, double b) { return native::binary(BinaryOp::ge, a, b); }
+Tensor operator~(const Tensor& a) {
+  check_mask_operand(a, "~");
+  return logical_not(a);
+}
+Tensor operator&(const Tensor& a, const Tensor& b) {
+  check_mask_operand(a, "&");
+  check_mask_operand(b, "&");
+  return logical_and(a, b);
+}
+Tensor operator|(const Tensor& a, const Tensor& b) {
+  check_mask_operand(a, "|");
+  check_mask_operand(b, "|");
+  return logical_or(a, b);
+}
+Tensor operator^(const Tensor& a, const Tensor& b) {
+  check_mask_operand(a, "^");
+  check_mask_operand(b, "^");
+  return logical_xor(a, b);
+}
 
 Tensor Tensor::neg() const { return tessera::neg(*this); }
 Tensor Tensor::abs() const { return tessera::abs(*this); }
@@ -259,5 +302,9 @@ Tensor Tensor::sigmoid() const { return tessera::sigmoid(*this); }
 Tensor Tensor::tanh() const { return tessera::tanh(*this); }
 Tensor Tensor::pow(double exponent) const { return tessera::pow(*this, exponent); }
 Tensor Tensor::pow(const Tensor& exponent) const { return tessera::pow(*this, exponent); }
+Tensor Tensor::logical_not() const { return tessera::logical_not(*this); }
+Tensor Tensor::logical_and(const Tensor& other) const { return tessera::logical_and(*this, other); }
+Tensor Tensor::logical_or(const Tensor& other) const { return tessera::logical_or(*this, other); }
+Tensor Tensor::logical_xor(const Tensor& other) const { return tessera::logical_xor(*this, other); }
 
 }  // namespace tessera

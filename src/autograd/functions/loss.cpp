@@ -1,4 +1,5 @@
-// Differentiable softmax, log_softmax, nll_loss, cross_entropy and dropout.
+// Differentiable softmax, log_softmax, nll_loss, cross_entropy (with label smoothing) and
+// dropout.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
 
@@ -29,7 +30,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options) {
+namespace {
+
+// nll_loss recorded, with the summed weight of the targets it counted (mean's divisor).
+std::tuple<Tensor, Tensor> nll_loss_and_total_weight(const Tensor& log_probs, const Tensor& target,
+                                                     const NllLossOptions& options) {
   auto [loss, total_weight] =
       native::nll_loss(log_probs, target, options.weight, options.reduction, options.ignore_index);
   if (needs_grad({log_probs})) {
@@ -41,11 +46,43 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOpti
                  native::nll_loss_backward(g[0], lp, target, weight, reduction, ignore_index, total_weight)};
            });
   }
-  return loss;
+  return {loss, total_weight};
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const NllLossOptions& options) {
-  return nll_loss(log_softmax(logits, 1), target, options);
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options) {
+  return std::get<0>(nll_loss_and_total_weight(log_probs, target, options));
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  TS_CHECK(logits.defined() && logits.dim() >= 1, ShapeError,
+           "cross_entropy: expected scores of shape [C], [N, C] or [N, C, d1, ...], got ",
+           logits.defined() ? shape_str(logits.sizes()) : std::string("an undefined tensor"));
+  TS_CHECK(!target.defined() || !is_floating(target.dtype()), DTypeError, "cross_entropy: target of dtype ",
+           dtype_name(target.dtype()), ": class-probability targets are not implemented; give int64 class indices");
+  TS_CHECK(options.label_smoothing >= 0 && options.label_smoothing <= 1, ValueError,
+           "cross_entropy: label_smoothing must be in [0, 1], got ", options.label_smoothing);
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  const NllLossOptions nll_options{options.weight, options.reduction, options.ignore_index};
+  Tensor log_probs = log_softmax(logits, class_dim);
+  auto [nll, total_weight] = nll_loss_and_total_weight(log_probs, target, nll_options);
+  if (options.label_smoothing == 0) return nll;
+  // torch 1.13's cross_entropy_loss_label_smoothing, step by step: the smoothing term is
+  // -sum_c w_c log p_c per position, zero at ignored targets, reduced like the loss (mean:
+  // over the same summed target weight), then mixed in with label_smoothing / C.
+  Tensor weighted = log_probs;
+  if (options.weight.defined()) {
+    Shape weight_shape(static_cast<size_t>(log_probs.dim()), 1);
+    weight_shape[class_dim] = options.weight.size(0);
+    weighted = log_probs * options.weight.view(weight_shape);
+  }
+  Tensor smooth = neg(sum(weighted, {class_dim}));
+  smooth = masked_fill(smooth, target == static_cast<double>(options.ignore_index), 0.0);
+  if (options.reduction == Reduction::mean) smooth = sum(smooth) / total_weight;
+  if (options.reduction == Reduction::sum) smooth = sum(smooth);
+  const double classes = static_cast<double>(logits.size(class_dim));
+  return nll * (1.0 - options.label_smoothing) + smooth * (options.label_smoothing / classes);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, const DropoutKey& key) {
@@ -58,5 +95,8 @@ Tensor dropout(const Tensor& x, double p, bool training, const DropoutKey& key) 
   }
   return out;
 }
+
+Tensor Tensor::softmax(int64_t dim) const { return tessera::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return tessera::log_softmax(*this, dim); }
 
 }  // namespace tessera

@@ -1,7 +1,8 @@
 // 2-D convolution on the CPU.
 //
 // float32 with stride 1, no padding and no dilation (the common case, and the MNIST
-// network's) runs the shifted-row direct kernels of conv_shifted.h on AVX-512 machines.
+// network's) runs the shifted-row direct kernels of conv_shifted.h on AVX-512 machines
+// (chosen at run time: isa.h).
 // Everything else is im2col + GEMM (and col2im for the input gradient): for one sample,
 // im2col lays the input patches out as a [C*kh*kw, oh*ow] matrix, so the convolution is
 // W[O, C*kh*kw] * col. Samples are spread across threads, each with its own column
@@ -12,6 +13,7 @@
 
 #include "tessera/tensor/cpu/conv_shifted.h"
 #include "tessera/tensor/cpu/gemm.h"
+#include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/kernel_shapes.h"
 
@@ -68,10 +70,10 @@ void col2im(const T* col, const ConvGeometry& g, T* image) {
   }
 }
 
-// The shifted-row kernels apply: float32, stride 1, no padding, no dilation.
+// The shifted-row kernels apply (float32, stride 1, no padding, no dilation) and may run.
 bool use_shifted(DType dtype, const Conv2dOptions& o) {
-  return dtype == DType::f32 && shifted::available() && o.stride == Size2(1) && o.padding == Size2(0) &&
-         o.dilation == Size2(1);
+  return dtype == DType::f32 && o.stride == Size2(1) && o.padding == Size2(0) && o.dilation == Size2(1) &&
+         use_avx512();
 }
 
 shifted::Geometry shifted_geometry(const ConvGeometry& g) {
@@ -88,12 +90,14 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   Tensor input = contiguous(input_in), weight = contiguous(weight_in);
   Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
   Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, input.dtype(), input.device());
+#if TESSERA_X86_KERNELS
   if (use_shifted(input.dtype(), options)) {
     shifted::forward(shifted_geometry(g), static_cast<const float*>(input.data_ptr()),
                      static_cast<const float*>(weight.data_ptr()),
                      bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr, out.data_ptr<float>());
     return out;
   }
+#endif
   dispatch_floating(input.dtype(), "conv2d", [&]<class T>() {
     const T* x = static_cast<const T*>(input.data_ptr());
     const T* w = static_cast<const T*>(weight.data_ptr());
@@ -127,11 +131,13 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
   ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
   Tensor grad_output = contiguous(grad_output_in), weight = contiguous(weight_in);
   Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
+#if TESSERA_X86_KERNELS
   if (use_shifted(grad_output.dtype(), options)) {
     shifted::backward(shifted_geometry(g), static_cast<const float*>(grad_output.data_ptr()), nullptr,
                       static_cast<const float*>(weight.data_ptr()), grad_input.data_ptr<float>(), nullptr, nullptr);
     return grad_input;
   }
+#endif
   dispatch_floating(grad_output.dtype(), "conv2d_backward_input", [&]<class T>() {
     const T* dy = static_cast<const T*>(grad_output.data_ptr());
     const T* w = static_cast<const T*>(weight.data_ptr());
@@ -158,6 +164,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   check_cpu(grad_output_in, "conv2d_backward_weight");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
+#if TESSERA_X86_KERNELS
   if (use_shifted(input.dtype(), options)) {
     Tensor grad_weight = empty(weight_shape, input.dtype(), input.device());
     shifted::backward(shifted_geometry(g), static_cast<const float*>(grad_output.data_ptr()),
@@ -165,6 +172,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
                       nullptr);
     return grad_weight;
   }
+#endif
   Tensor grad_weight = zeros(weight_shape, input.dtype(), input.device());
   if (g.batch == 0) return grad_weight;  // a rank's empty share of a batch: no samples, zero gradient
   dispatch_floating(input.dtype(), "conv2d_backward_weight", [&]<class T>() {
@@ -206,23 +214,25 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output_in,
   TS_CHECK(grad_output_in.sizes() == output_shape, ShapeError, "conv2d_backward: gradient of shape ",
            shape_str(grad_output_in.sizes()), " does not match the output shape ", shape_str(output_shape));
   const auto [want_input, want_weight, want_bias] = output_mask;
-  if (!use_shifted(input_in.dtype(), options)) {
-    Tensor grad_input, grad_weight, grad_bias;
-    if (want_input) grad_input = cpu::conv2d_backward_input(grad_output_in, weight_in, input_in.sizes(), options);
-    if (want_weight) grad_weight = cpu::conv2d_backward_weight(grad_output_in, input_in, weight_in.sizes(), options);
-    if (want_bias) grad_bias = cpu::sum(grad_output_in, {0, 2, 3}, false);
+#if TESSERA_X86_KERNELS
+  if (use_shifted(input_in.dtype(), options)) {
+    // One pass over the batch: each sample's gradient is read once for all three results.
+    Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in), weight = contiguous(weight_in);
+    Tensor grad_input = want_input ? empty(input.sizes(), input.dtype(), input.device()) : Tensor();
+    Tensor grad_weight = want_weight ? empty(weight.sizes(), input.dtype(), input.device()) : Tensor();
+    Tensor grad_bias = want_bias ? empty({g.out_channels}, input.dtype(), input.device()) : Tensor();
+    shifted::backward(shifted_geometry(g), static_cast<const float*>(grad_output.data_ptr()),
+                      static_cast<const float*>(input.data_ptr()), static_cast<const float*>(weight.data_ptr()),
+                      want_input ? grad_input.data_ptr<float>() : nullptr,
+                      want_weight ? grad_weight.data_ptr<float>() : nullptr,
+                      want_bias ? grad_bias.data_ptr<float>() : nullptr);
     return {grad_input, grad_weight, grad_bias};
   }
-  // One pass over the batch: each sample's gradient is read once for all three results.
-  Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in), weight = contiguous(weight_in);
-  Tensor grad_input = want_input ? empty(input.sizes(), input.dtype(), input.device()) : Tensor();
-  Tensor grad_weight = want_weight ? empty(weight.sizes(), input.dtype(), input.device()) : Tensor();
-  Tensor grad_bias = want_bias ? empty({g.out_channels}, input.dtype(), input.device()) : Tensor();
-  shifted::backward(shifted_geometry(g), static_cast<const float*>(grad_output.data_ptr()),
-                    static_cast<const float*>(input.data_ptr()), static_cast<const float*>(weight.data_ptr()),
-                    want_input ? grad_input.data_ptr<float>() : nullptr,
-                    want_weight ? grad_weight.data_ptr<float>() : nullptr,
-                    want_bias ? grad_bias.data_ptr<float>() : nullptr);
+#endif
+  Tensor grad_input, grad_weight, grad_bias;
+  if (want_input) grad_input = cpu::conv2d_backward_input(grad_output_in, weight_in, input_in.sizes(), options);
+  if (want_weight) grad_weight = cpu::conv2d_backward_weight(grad_output_in, input_in, weight_in.sizes(), options);
+  if (want_bias) grad_bias = cpu::sum(grad_output_in, {0, 2, 3}, false);
   return {grad_input, grad_weight, grad_bias};
 }
 

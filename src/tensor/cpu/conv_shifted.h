@@ -1,6 +1,7 @@
 // Direct float32 convolution for the common case (stride 1, no padding, no dilation),
-// written for AVX-512. conv.cpp uses it when it applies and falls back to im2col + GEMM
-// otherwise (other strides, float64, a CPU without AVX-512).
+// written for AVX-512. conv.cpp uses it when it applies and cpu::use_avx512() says the CPU
+// may run it (isa.h), and im2col + GEMM otherwise (other strides, float64, a CPU without
+// AVX-512, TESSERA_CPU_CAPABILITY=default).
 //
 // The idea ("shifted rows"): compute the output on a *wide* grid of OH x W positions (the
 // input's full width; the last kw-1 columns of each row are discarded). On that grid the
@@ -26,9 +27,7 @@ struct Geometry {
   int64_t out_w() const { return width - kernel_w + 1; }
 };
 
-// True when this build has the kernels (the compiler targets AVX-512).
-bool available();
-
+// Only when cpu::use_avx512(); only on x86-64 builds (TESSERA_X86_KERNELS).
 // y[N, O, OH, OW] = conv(x, w) + bias (bias may be null).
 void forward(const Geometry& g, const float* x, const float* w, const float* bias, float* y);
 

@@ -5,33 +5,38 @@
 // first_row + r, step)), lane c % 4. The mask therefore depends on the global row, not
 // on the batch split, and the CUDA kernel computes the same bits (dropout_key.h).
 //
-// With AVX-512 the bits come 16 Philox blocks (64 elements) at a time, and the keep test
+// With AVX-512 (chosen at run time, isa.h) the bits come 16 Philox blocks (64 elements) at a time, and the keep test
 // u >= p is done on the integers: u = (bits >> 8) * 2^-24 exactly, so u >= p exactly when
 // (bits >> 8) >= ceil(p * 2^24). The scalar dropout_mask_row stays the definition; the
 // tests check that both give the same mask. Each row is masked and scaled in one pass.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <type_traits>
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__BMI2__)
-#include <immintrin.h>
-#define TESSERA_DROPOUT_AVX512 1
-#endif
-
-#include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/dropout_key.h"
 #include "tessera/tensor/kernel_shapes.h"
 
-namespace tessera::cpu {
+#if TESSERA_X86_KERNELS
+#include <immintrin.h>
 
-using namespace native;
+TESSERA_AVX512_BEGIN
+
+namespace tessera::cpu::avx512 {
+
+using native::DropoutKey;
 
 namespace {
 
-#if TESSERA_DROPOUT_AVX512
 // GCC 12's own intrinsics start from `__m512i __Y = __Y;` (an undefined vector on purpose),
 // which -Wmaybe-uninitialized reports wherever they inline (a GCC 12 false positive): silenced here only.
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // High 32 bits of a * multiplier in every 32-bit lane.
 inline __m512i mul_high(__m512i a, __m512i multiplier, __m512i& low) {
   const __m512i even = _mm512_mul_epu32(a, multiplier);
@@ -41,8 +46,8 @@ inline __m512i mul_high(__m512i a, __m512i multiplier, __m512i& low) {
 }
 
 // The keep-mask of one row, as dropout_mask_row computes it, 64 elements per step.
-void keep_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, uint8_t* mask) {
-  const uint64_t philox_key = dropout_philox_key(key);
+void dropout_keep_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, uint8_t* mask) {
+  const uint64_t philox_key = native::dropout_philox_key(key);
   const uint32_t threshold = static_cast<uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0));
   const __m512i limit = _mm512_set1_epi32(static_cast<int32_t>(threshold));
   const __m512i mul0 = _mm512_set1_epi32(static_cast<int32_t>(0xD2511F53u));
@@ -81,11 +86,28 @@ void keep_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, ui
   }
 }
 #pragma GCC diagnostic pop
-#else
-void keep_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, uint8_t* mask) {
-  dropout_mask_row(key, row, cols, p, mask);
+
+}  // namespace
+
+}  // namespace tessera::cpu::avx512
+
+TESSERA_AVX512_END
+#endif  // TESSERA_X86_KERNELS
+
+namespace tessera::cpu {
+
+using namespace native;
+
+namespace {
+
+// `value` where keep is nonzero, else +0: an AND with an all-ones or all-zero word, which
+// compilers vectorise at any ISA level (a select on a byte beside a float they do not).
+template <class T>
+T keep_or_zero(T value, uint8_t keep) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const Bits all = Bits{0} - static_cast<Bits>(keep != 0);
+  return std::bit_cast<T>(std::bit_cast<Bits>(value) & all);
 }
-#endif
 
 }  // namespace
 
@@ -94,11 +116,16 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input_in, double p, const Dropo
   check_cpu(input_in, "dropout");
   check_dropout_probability(p);
   Tensor input = contiguous(input_in);
-  const auto [rows, cols] = dropout_layout(input);
+  const DropoutLayout layout = dropout_layout(input);
+  const int64_t rows = layout.rows, cols = layout.cols;  // (OpenMP regions cannot name structured bindings in clang 14)
   Tensor out = empty(input.sizes(), input.dtype(), input.device());
   Tensor mask = empty(input.sizes(), DType::u8, input.device());
   const float threshold = static_cast<float>(p);
   uint8_t* m = mask.data_ptr<uint8_t>();
+  auto keep_mask_row = dropout_mask_row;
+#if TESSERA_X86_KERNELS
+  if (use_avx512()) keep_mask_row = avx512::dropout_keep_mask_row;
+#endif
   dispatch_floating(input.dtype(), "dropout", [&]<class T>() {
     const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
     const T* x = static_cast<const T*>(input.data_ptr());
@@ -110,7 +137,7 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input_in, double p, const Dropo
       keep_mask_row(key, key.first_row + r, cols, threshold, mask_row);
       const T* x_row = x + r * cols;
       T* y_row = y + r * cols;
-      for (int64_t c = 0; c < cols; ++c) y_row[c] = mask_row[c] ? x_row[c] * scale : T(0);
+      for (int64_t c = 0; c < cols; ++c) y_row[c] = keep_or_zero(x_row[c] * scale, mask_row[c]);
     }
   });
   return {out, mask};
@@ -128,7 +155,7 @@ Tensor dropout_backward(const Tensor& grad_output_in, const Tensor& mask_in, dou
     T* dx = grad_input.data_ptr<T>();
     const int64_t n = grad_output.numel();
 #pragma omp parallel for if (n > cpu::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) dx[i] = m[i] ? dy[i] * scale : T(0);
+    for (int64_t i = 0; i < n; ++i) dx[i] = keep_or_zero(dy[i] * scale, m[i]);
   });
   return grad_input;
 }

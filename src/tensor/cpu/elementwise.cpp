@@ -55,7 +55,7 @@ T apply_arithmetic(BinaryOp op, T a, T b) {
 }
 
 template <class T>
-uint8_t apply_comparison(BinaryOp op, T a, T b) {
+bool apply_comparison(BinaryOp op, T a, T b) {
   switch (op) {
     case BinaryOp::eq: return a == b;
     case BinaryOp::ne: return a != b;
@@ -63,7 +63,11 @@ uint8_t apply_comparison(BinaryOp op, T a, T b) {
     case BinaryOp::le: return a <= b;
     case BinaryOp::gt: return a > b;
     case BinaryOp::ge: return a >= b;
-    default: return 0;
+    // The logical ops read "nonzero" (NaN counts as true, as in PyTorch).
+    case BinaryOp::logical_and: return a != T(0) && b != T(0);
+    case BinaryOp::logical_or: return a != T(0) || b != T(0);
+    case BinaryOp::logical_xor: return (a != T(0)) != (b != T(0));
+    default: return false;
   }
 }
 
@@ -95,17 +99,20 @@ void binary_loop(Tensor& out, const Tensor& a, const Tensor& b, F f) {
 
 template <class T>
 void binary_into(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
-  // One switch outside the loop, so each inner loop is a fixed operation.
-  switch (op) {
-    case BinaryOp::add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
-    case BinaryOp::sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
-    case BinaryOp::mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
-    case BinaryOp::div: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x / y); });
-    default:
-      if (is_comparison(op)) {
-        return binary_loop<uint8_t, T>(out, a, b, [op](T x, T y) { return apply_comparison(op, x, y); });
-      }
-      return binary_loop<T, T>(out, a, b, [op](T x, T y) { return apply_arithmetic(op, x, y); });
+  if (gives_bool(op)) {
+    return binary_loop<bool, T>(out, a, b, [op](T x, T y) { return apply_comparison(op, x, y); });
+  }
+  if constexpr (std::is_same_v<T, bool>) {
+    return;  // arithmetic on bool: refused by check_binary_operands, never reached
+  } else {
+    // One switch outside the loop, so each inner loop is a fixed operation.
+    switch (op) {
+      case BinaryOp::add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
+      case BinaryOp::sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
+      case BinaryOp::mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
+      case BinaryOp::div: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x / y); });
+      default: return binary_loop<T, T>(out, a, b, [op](T x, T y) { return apply_arithmetic(op, x, y); });
+    }
   }
 }
 
@@ -150,8 +157,8 @@ Tensor unary(UnaryOp op, const Tensor& self) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
-  Tensor out = empty(shape, is_comparison(op) ? DType::u8 : a.dtype(), a.device());
-  dispatch_numeric(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, out, a, b); });
+  Tensor out = empty(shape, gives_bool(op) ? DType::boolean : a.dtype(), a.device());
+  dispatch_numeric_or_bool(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, out, a, b); });
   return out;
 }
 
@@ -167,7 +174,7 @@ Tensor binary(BinaryOp op, double a, const Tensor& b) {
 
 void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  TS_CHECK(!is_comparison(op), ValueError, op_name(op), "_: comparisons have no in-place form");
+  TS_CHECK(!gives_bool(op), ValueError, op_name(op), "_: comparisons and logical ops have no in-place form");
   check_in_place_shape(a, b, op_name(op));
   dispatch_numeric(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, a, a, b); });
 }
@@ -190,10 +197,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape = where_shape(cond, a, b);
   check_cpu(a, "where");
   Tensor out = empty(shape, a.dtype(), a.device());
-  dispatch_numeric(a.dtype(), "where", [&]<class T>() {
+  dispatch_all(a.dtype(), [&]<class T>() {
     auto it = cpu::make_iteration<4>(shape, {&out, &cond, &a, &b});
     T* po = out.data_ptr<T>();
-    const uint8_t* pc = static_cast<const uint8_t*>(cond.data_ptr());
+    const bool* pc = static_cast<const bool*>(cond.data_ptr());
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
     cpu::for_each_row(it, [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {

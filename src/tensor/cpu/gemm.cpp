@@ -1,10 +1,13 @@
 // GCC 12's AVX-512 intrinsics start from `__m512 __Y = __Y;` (an undefined vector on purpose),
 // which -Wmaybe-uninitialized reports wherever they inline (a GCC 12 false positive; here
 // through Eigen's GEMM kernels): silenced for this file only.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "tessera/tensor/cpu/gemm.h"
 
 #include "tessera/config.h"
+#include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/sgemm.h"
 
 #if TESSERA_HAS_OPENBLAS
@@ -49,9 +52,11 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+#if TESSERA_X86_KERNELS
   if constexpr (std::is_same_v<T, float>) {
-    if (sgemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+    if (use_avx512() && sgemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   }
+#endif
 #if TESSERA_HAS_OPENBLAS
   if (k > 0) {  // OpenBLAS (built with -Dblas=openblas) instead of Eigen
     const CBLAS_TRANSPOSE op_a = trans_a ? CblasTrans : CblasNoTrans, op_b = trans_b ? CblasTrans : CblasNoTrans;

@@ -1,5 +1,6 @@
 // General matrix multiply on the CPU, the workhorse behind matmul, linear and im2col
-// convolution: float32 on AVX-512 machines runs sgemm.cpp's kernels, everything else Eigen
+// convolution: float32 on AVX-512 machines runs sgemm.cpp's kernels (chosen at run time,
+// isa.h), everything else Eigen
 // (or OpenBLAS, in a build configured with -Dblas=openblas). Row-major operands with explicit leading dimensions:
 //   C[m, n] = alpha * op(A) * op(B) + beta * C,   op(X) = X or X^T
 // A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k] when trans_b).

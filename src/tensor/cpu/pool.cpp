@@ -3,35 +3,32 @@
 // wins (NaN propagates, as in PyTorch).
 //
 // float32 2 x 2 windows with stride 2 (the MNIST network's, and the usual downsampling)
-// have AVX-512 kernels: 16 windows per step, and a backward that writes every input
-// gradient element once (windows do not overlap) instead of zero-filling and scattering.
+// have AVX-512 kernels (chosen at run time, isa.h): 16 windows per step, and a backward
+// that writes every input gradient element once (windows do not overlap) instead of
+// zero-filling and scattering.
 // GCC 12's AVX-512 intrinsics start from `__m512 __Y = __Y;` (an undefined vector on purpose),
 // which -Wmaybe-uninitialized reports wherever they inline (a GCC 12 false positive; here
 // through the pooling kernels): silenced for this file only.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
-#include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/kernel_shapes.h"
 
-namespace tessera::cpu {
+#if TESSERA_X86_KERNELS
+#include <immintrin.h>
 
-using namespace native;
+TESSERA_AVX512_BEGIN
+
+namespace tessera::cpu::avx512 {
 
 namespace {
-
-bool is_pool2x2(const MaxPool2dOptions& o) {
-  return o.kernel == Size2(2) && o.stride == Size2(2) && o.padding == Size2(0);
-}
-
-#if defined(__AVX512F__)
-constexpr bool kHavePool2x2 = true;
 
 inline __mmask16 lanes_below(int64_t count) {
   if (count <= 0) return 0;
@@ -128,11 +125,23 @@ bool pool2x2_backward_plane(const float* dy, const int64_t* indices, int64_t hei
   std::fill(dx + 2 * out_h * width, dx + height * width, 0.0f);
   return true;
 }
-#else
-constexpr bool kHavePool2x2 = false;
-void pool2x2_plane(const float*, int64_t, int64_t, int64_t, float*, int64_t*) {}
-bool pool2x2_backward_plane(const float*, const int64_t*, int64_t, int64_t, int64_t, int64_t, float*) { return false; }
-#endif
+
+}  // namespace
+
+}  // namespace tessera::cpu::avx512
+
+TESSERA_AVX512_END
+#endif  // TESSERA_X86_KERNELS
+
+namespace tessera::cpu {
+
+using namespace native;
+
+namespace {
+
+bool is_pool2x2(const MaxPool2dOptions& o) {
+  return o.kernel == Size2(2) && o.stride == Size2(2) && o.padding == Size2(0);
+}
 
 }  // namespace
 
@@ -145,16 +154,19 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOpt
   Tensor out = empty({input.size(0), input.size(1), out_h, out_w}, input.dtype(), input.device());
   Tensor indices = empty(out.sizes(), DType::i64, input.device());
   // (The kernels compute indices in 32 bits.)
-  if (kHavePool2x2 && is_pool2x2(o) && input.dtype() == DType::f32 && height * width < (int64_t{1} << 31)) {
+#if TESSERA_X86_KERNELS
+  if (is_pool2x2(o) && input.dtype() == DType::f32 && height * width < (int64_t{1} << 31) && use_avx512()) {
     const float* x = static_cast<const float*>(input.data_ptr());
     float* y = out.data_ptr<float>();
     int64_t* idx = indices.data_ptr<int64_t>();
 #pragma omp parallel for schedule(static) if (planes * height * width > cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
-      pool2x2_plane(x + p * height * width, width, out_h, out_w, y + p * out_h * out_w, idx + p * out_h * out_w);
+      avx512::pool2x2_plane(x + p * height * width, width, out_h, out_w, y + p * out_h * out_w,
+                            idx + p * out_h * out_w);
     }
     return {out, indices};
   }
+#endif
   dispatch_floating(input.dtype(), "max_pool2d", [&]<class T>() {
     const T* x = static_cast<const T*>(input.data_ptr());
     T* y = out.data_ptr<T>();
@@ -198,8 +210,9 @@ Tensor max_pool2d_backward(const Tensor& grad_output_in, const Tensor& indices_i
   const int64_t out_h = grad_output.size(2), out_w = grad_output.size(3);
   // Non-overlapping 2 x 2 windows (what the forward's fast path made): write each element once.
   // If some index is outside its window, other options made them: take the general path.
-  if (kHavePool2x2 && grad_output.dtype() == DType::f32 && indices.dtype() == DType::i64 &&
-      out_h == input_shape[2] / 2 && out_w == input_shape[3] / 2 && in_plane < (int64_t{1} << 31)) {
+#if TESSERA_X86_KERNELS
+  if (grad_output.dtype() == DType::f32 && indices.dtype() == DType::i64 && out_h == input_shape[2] / 2 &&
+      out_w == input_shape[3] / 2 && in_plane < (int64_t{1} << 31) && use_avx512()) {
     Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
     const float* dy = static_cast<const float*>(grad_output.data_ptr());
     const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
@@ -207,11 +220,13 @@ Tensor max_pool2d_backward(const Tensor& grad_output_in, const Tensor& indices_i
     bool all_in_windows = true;
 #pragma omp parallel for schedule(static) if (planes * in_plane > cpu::kParallelGrain) reduction(&& : all_in_windows)
     for (int64_t p = 0; p < planes; ++p) {
-      all_in_windows = pool2x2_backward_plane(dy + p * out_plane, idx + p * out_plane, input_shape[2], input_shape[3],
-                                              out_h, out_w, dx + p * in_plane) && all_in_windows;
+      all_in_windows = avx512::pool2x2_backward_plane(dy + p * out_plane, idx + p * out_plane, input_shape[2],
+                                                      input_shape[3], out_h, out_w, dx + p * in_plane) &&
+                       all_in_windows;
     }
     if (all_in_windows) return grad_input;
   }
+#endif
   Tensor grad_input = zeros(input_shape, grad_output.dtype(), grad_output.device());
   dispatch_floating(grad_output.dtype(), "max_pool2d_backward", [&]<class T>() {
     const T* dy = static_cast<const T*>(grad_output.data_ptr());

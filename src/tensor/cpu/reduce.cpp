@@ -115,6 +115,7 @@ Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) {
 Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
   check_defined(self, "amax");
   check_cpu(self, "amax");
+  check_max_dtype(self, "amax");
   ReductionPlan plan = plan_reduction(self, dims, keepdim, "amax");
   TS_CHECK(plan.inner > 0, ValueError, "amax: cannot reduce over an empty dimension of shape ",
            shape_str(self.sizes()));
@@ -126,6 +127,7 @@ Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
 std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
   check_defined(self, "max");
   check_cpu(self, "max");
+  check_max_dtype(self, "max");
   ReductionPlan plan = plan_reduction(self, {wrap_dim(dim, self.dim(), "max")}, keepdim, "max");
   TS_CHECK(plan.inner > 0, ValueError, "max: cannot reduce over an empty dimension of shape ",
            shape_str(self.sizes()));

@@ -10,6 +10,8 @@
 // Column tiles (or B-row tiles) are split across OpenMP threads unless the call is already
 // inside a parallel region (the convolution's per-sample GEMMs). The summation order is
 // fixed by the shapes and the thread count, so results are reproducible run to run.
+// Threading and packing are portable code; each tile's arithmetic is an AVX-512 function
+// (isa.h's pattern).
 #include "tessera/tensor/cpu/sgemm.h"
 
 #include <omp.h>
@@ -18,13 +20,94 @@
 
 #include "tessera/tensor/cpu/avx512_tiles.h"
 
-namespace tessera::cpu {
+#if TESSERA_X86_KERNELS
 
-#if defined(__AVX512F__)
+TESSERA_AVX512_BEGIN
+
+namespace tessera::cpu::avx512 {
 
 namespace {
 
-using namespace avx512;
+// C's column tile n0 (48 columns) for every row tile, from a depth block of packed A panels
+// and B rows read in place; `first` says whether this is the first depth block (beta
+// applies) or a later one (add to C).
+void outer_product_column_tile(int64_t m, int64_t n, int64_t n0, int64_t depth, const float* packed, const float* b,
+                               const int64_t* offsets, const int64_t* limits, bool first, float beta, float* c,
+                               int64_t ldc) {
+  const int64_t row_tiles = round_up(m, kRows) / kRows;
+  for (int64_t rt = 0; rt < row_tiles; ++rt) {
+    __m512 acc[kRows][3];
+    gemm_tile_for(std::min(kColumns, n - n0), n0 + kColumns > n, packed + rt * depth * kRows, b + n0, offsets, limits,
+                  n0, depth, acc);
+    for (int64_t r = 0; r < kRows && rt * kRows + r < m; ++r) {
+      float* row = c + (rt * kRows + r) * ldc + n0;
+      for (int v = 0; v < 3; ++v) {
+        const __mmask16 mask = lanes_below(n - n0 - v * kLanes);
+        if (mask == 0) break;
+        __m512 value = acc[r][v];
+        if (!first) {
+          value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, row + v * kLanes));
+        } else if (beta != 0.0f) {
+          value = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, row + v * kLanes), value);
+        }
+        _mm512_mask_storeu_ps(row + v * kLanes, mask, value);
+      }
+    }
+  }
+}
+
+// C[i, j0..j0+2] for every row i from the dot products of A's rows with B's rows j0..j0+2
+// over one depth block (a points at its first column, b_rows at each B row's), 4 rows of A
+// at a time. Rows past the ends repeat the last one; their sums are not stored.
+void dot_product_b_tile(int64_t m, int64_t n, int64_t j0, int64_t depth, float alpha, const float* a, int64_t lda,
+                        const float* const* b_rows, bool first, float beta, float* c, int64_t ldc) {
+  const int64_t vectors = round_up(depth, kLanes) / kLanes;
+  const __mmask16 tail = lanes_below(depth - (vectors - 1) * kLanes);
+  for (int64_t i0 = 0; i0 < m; i0 += 4) {
+    const float* a_rows[4];
+    for (int i = 0; i < 4; ++i) a_rows[i] = a + std::min(i0 + i, m - 1) * lda;
+    __m512 acc[16];  // acc[j * 4 + i]; the last four stay zero
+    for (auto& value : acc) value = _mm512_setzero_ps();
+    for (int64_t s = 0; s + 1 < vectors; ++s) {
+      __m512 bv[3];
+      for (int j = 0; j < 3; ++j) bv[j] = in_register(_mm512_loadu_ps(b_rows[j] + s * kLanes));
+      for (int i = 0; i < 4; ++i) {
+        const __m512 av = in_register(_mm512_loadu_ps(a_rows[i] + s * kLanes));
+        for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
+      }
+    }
+    {  // the last vector, partly past the block's depth
+      const int64_t s = vectors - 1;
+      __m512 bv[3];
+      for (int j = 0; j < 3; ++j) bv[j] = _mm512_maskz_loadu_ps(tail, b_rows[j] + s * kLanes);
+      for (int i = 0; i < 4; ++i) {
+        const __m512 av = _mm512_maskz_loadu_ps(tail, a_rows[i] + s * kLanes);
+        for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
+      }
+    }
+    alignas(64) float sums[16];
+    _mm512_store_ps(sums, sum_each16(acc));
+    for (int j = 0; j < 3 && j0 + j < n; ++j) {
+      for (int i = 0; i < 4 && i0 + i < m; ++i) {
+        float& out = c[(i0 + i) * ldc + j0 + j];
+        const float value = alpha * sums[j * 4 + i];
+        out = !first ? out + value : beta != 0.0f ? value + beta * out : value;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+}  // namespace tessera::cpu::avx512
+
+TESSERA_AVX512_END
+
+namespace tessera::cpu {
+
+namespace {
+
+using avx512::kColumns, avx512::kRows;
 
 constexpr int64_t kOuterDepth = 256;
 constexpr int64_t kDotDepth = 1024;
@@ -62,29 +145,9 @@ void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alp
         offsets[kk] = (k0 + kk) * ldb;
         limits[kk] = n;
       }
-      const bool first = k0 == 0;
 #pragma omp for schedule(static)
       for (int64_t ct = 0; ct < column_tiles; ++ct) {
-        const int64_t n0 = ct * kColumns;
-        for (int64_t rt = 0; rt < row_tiles; ++rt) {
-          __m512 acc[kRows][3];
-          gemm_tile_for(std::min(kColumns, n - n0), n0 + kColumns > n, packed + rt * depth * kRows, b + n0, offsets,
-                        limits, n0, depth, acc);
-          for (int64_t r = 0; r < kRows && rt * kRows + r < m; ++r) {
-            float* row = c + (rt * kRows + r) * ldc + n0;
-            for (int v = 0; v < 3; ++v) {
-              const __mmask16 mask = lanes_below(n - n0 - v * kLanes);
-              if (mask == 0) break;
-              __m512 value = acc[r][v];
-              if (!first) {
-                value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, row + v * kLanes));
-              } else if (beta != 0.0f) {
-                value = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, row + v * kLanes), value);
-              }
-              _mm512_mask_storeu_ps(row + v * kLanes, mask, value);
-            }
-          }
-        }
+        avx512::outer_product_column_tile(m, n, ct * kColumns, depth, packed, b, offsets, limits, k0 == 0, beta, c, ldc);
       }
     }
   }
@@ -101,46 +164,12 @@ void dot_product_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float*
   {
     for (int64_t k0 = 0; k0 < k; k0 += kDotDepth) {
       const int64_t depth = std::min(kDotDepth, k - k0);
-      const int64_t vectors = round_up(depth, kLanes) / kLanes;
-      const __mmask16 tail = lanes_below(depth - (vectors - 1) * kLanes);
-      const bool first = k0 == 0;
 #pragma omp for schedule(static)
       for (int64_t jt = 0; jt < b_tiles; ++jt) {
         const int64_t j0 = jt * 3;
         const float* b_rows[3];
         for (int j = 0; j < 3; ++j) b_rows[j] = b + std::min(j0 + j, n - 1) * ldb + k0;
-        for (int64_t i0 = 0; i0 < m; i0 += 4) {
-          const float* a_rows[4];
-          for (int i = 0; i < 4; ++i) a_rows[i] = a + std::min(i0 + i, m - 1) * lda + k0;
-          __m512 acc[16];  // acc[j * 4 + i]; the last four stay zero
-          for (auto& value : acc) value = _mm512_setzero_ps();
-          for (int64_t s = 0; s + 1 < vectors; ++s) {
-            __m512 bv[3];
-            for (int j = 0; j < 3; ++j) bv[j] = _mm512_loadu_ps(b_rows[j] + s * kLanes);
-            for (int i = 0; i < 4; ++i) {
-              const __m512 av = _mm512_loadu_ps(a_rows[i] + s * kLanes);
-              for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
-            }
-          }
-          {  // the last vector, partly past the block's depth
-            const int64_t s = vectors - 1;
-            __m512 bv[3];
-            for (int j = 0; j < 3; ++j) bv[j] = _mm512_maskz_loadu_ps(tail, b_rows[j] + s * kLanes);
-            for (int i = 0; i < 4; ++i) {
-              const __m512 av = _mm512_maskz_loadu_ps(tail, a_rows[i] + s * kLanes);
-              for (int j = 0; j < 3; ++j) acc[j * 4 + i] = _mm512_fmadd_ps(av, bv[j], acc[j * 4 + i]);
-            }
-          }
-          alignas(64) float sums[16];
-          _mm512_store_ps(sums, sum_each16(acc));
-          for (int j = 0; j < 3 && j0 + j < n; ++j) {
-            for (int i = 0; i < 4 && i0 + i < m; ++i) {
-              float& out = c[(i0 + i) * ldc + j0 + j];
-              const float value = alpha * sums[j * 4 + i];
-              out = !first ? out + value : beta != 0.0f ? value + beta * out : value;
-            }
-          }
-        }
+        avx512::dot_product_b_tile(m, n, j0, depth, alpha, a + k0, lda, b_rows, k0 == 0, beta, c, ldc);
       }
     }
   }
@@ -161,13 +190,6 @@ bool sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   return true;
 }
 
-#else
-
-bool sgemm_avx512(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
-                  float*, int64_t) {
-  return false;
-}
-
-#endif
-
 }  // namespace tessera::cpu
+
+#endif  // TESSERA_X86_KERNELS

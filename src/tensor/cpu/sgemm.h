@@ -1,6 +1,7 @@
 // float32 GEMM on AVX-512 (sgemm.cpp), in gemm.h's row-major convention. gemm<float> tries
-// it first and falls back to Eigen where it returns false: no AVX-512, both operands
-// transposed, or shapes too thin for its tiles.
+// it first when cpu::use_avx512() (isa.h) and falls back to Eigen where it returns false:
+// both operands transposed, or shapes too thin for its tiles. Only on x86-64 builds
+// (TESSERA_X86_KERNELS); call it only when cpu::use_avx512().
 #pragma once
 
 #include <cstdint>

@@ -105,29 +105,28 @@ Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t
 
 std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Tensor& weight_in,
                                     Reduction reduction, int64_t ignore_index) {
-  check_nll_operands(log_probs_in, target_in, weight_in);
+  const NllLayout layout = check_nll_operands(log_probs_in, target_in, weight_in);
   check_cpu(log_probs_in, "nll_loss");
   Tensor log_probs = contiguous(log_probs_in), target = contiguous(target_in);
   Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
-  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
-  Tensor loss = reduction == Reduction::none ? empty({rows}, log_probs.dtype(), log_probs.device())
-                                             : empty({}, log_probs.dtype(), log_probs.device());
+  const int64_t positions = layout.positions(), classes = layout.classes, inner = layout.inner;
+  Tensor loss = empty(nll_loss_shape(target, reduction), log_probs.dtype(), log_probs.device());
   Tensor total_weight = empty({}, log_probs.dtype(), log_probs.device());
   dispatch_floating(log_probs.dtype(), "nll_loss", [&]<class T>() {
     const T* lp = static_cast<const T*>(log_probs.data_ptr());
     const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
     const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
     double total = 0, weight_sum = 0;
-    for (int64_t n = 0; n < rows; ++n) {
-      const int64_t cls = t[n];
+    for (int64_t p = 0; p < positions; ++p) {
+      const int64_t cls = t[p];
       double term = 0, row_weight = 0;
       if (cls != ignore_index) {
-        TS_CHECK(cls >= 0 && cls < classes, IndexError, "nll_loss: target ", cls, " at position ", n,
+        TS_CHECK(cls >= 0 && cls < classes, IndexError, "nll_loss: target ", cls, " at position ", p,
                  " is out of range for ", classes, " classes");
         row_weight = w ? static_cast<double>(w[cls]) : 1.0;
-        term = -static_cast<double>(lp[n * classes + cls]) * row_weight;
+        term = -static_cast<double>(lp[((p / inner) * classes + cls) * inner + p % inner]) * row_weight;
       }
-      if (reduction == Reduction::none) loss.data_ptr<T>()[n] = static_cast<T>(term);
+      if (reduction == Reduction::none) loss.data_ptr<T>()[p] = static_cast<T>(term);
       total += term;
       weight_sum += row_weight;
     }
@@ -141,11 +140,14 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& ta
 Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, const Tensor& target_in,
                          const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
                          const Tensor& total_weight) {
-  check_nll_operands(log_probs, target_in, weight_in);
+  const NllLayout layout = check_nll_operands(log_probs, target_in, weight_in);
   check_cpu(log_probs, "nll_loss_backward");
   Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
   Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
-  const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
+  const int64_t positions = layout.positions(), classes = layout.classes, inner = layout.inner;
+  TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? positions : 1), ShapeError,
+           "nll_loss_backward: gradient of shape ", shape_str(grad_output.sizes()), " does not match target of shape ",
+           shape_str(target.sizes()), " with this reduction");
   Tensor grad_input = zeros(log_probs.sizes(), log_probs.dtype(), log_probs.device());
   dispatch_floating(log_probs.dtype(), "nll_loss_backward", [&]<class T>() {
     const T* g = static_cast<const T*>(grad_output.data_ptr());
@@ -153,11 +155,11 @@ Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, 
     const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
     T* dx = grad_input.data_ptr<T>();
     const T scale = reduction == Reduction::mean ? g[0] / total_weight.item<T>() : g[0];
-    for (int64_t n = 0; n < rows; ++n) {
-      const int64_t cls = t[n];
-      if (cls == ignore_index) continue;
-      const T row_scale = reduction == Reduction::none ? g[n] : scale;
-      dx[n * classes + cls] = -(w ? w[cls] : T(1)) * row_scale;
+    for (int64_t p = 0; p < positions; ++p) {
+      const int64_t cls = t[p];
+      if (cls == ignore_index || cls < 0 || cls >= classes) continue;  // the forward refused those
+      const T row_scale = reduction == Reduction::none ? g[p] : scale;
+      dx[((p / inner) * classes + cls) * inner + p % inner] = -(w ? w[cls] : T(1)) * row_scale;
     }
   });
   return grad_input;

@@ -53,7 +53,8 @@ __device__ __forceinline__ To convert(From value) {
 template <class T> __device__ __forceinline__ Compute<T> load(T value) { return convert<Compute<T>>(value); }
 template <class T> __device__ __forceinline__ T store(Compute<T> value) { return convert<T>(value); }
 
-// body.template operator()<T>() with T the device type of `dtype`.
+// body.template operator()<T>() with T the device type of `dtype` (bool included: callers
+// that do arithmetic skip it with `if constexpr`, after the host checks refused it).
 template <class Body>
 decltype(auto) device_dispatch_all(DType dtype, Body&& body) {
   switch (dtype) {
@@ -62,6 +63,7 @@ decltype(auto) device_dispatch_all(DType dtype, Body&& body) {
     case DType::i64: return body.template operator()<int64_t>();
     case DType::u8: return body.template operator()<uint8_t>();
     case DType::bf16: return body.template operator()<DeviceBFloat16>();
+    case DType::boolean: return body.template operator()<bool>();
   }
   throw DTypeError("unknown dtype");
 }

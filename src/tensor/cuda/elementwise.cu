@@ -74,7 +74,7 @@ __device__ C apply_arithmetic(BinaryOp op, C a, C b) {
 }
 
 template <class C>
-__device__ uint8_t apply_comparison(BinaryOp op, C a, C b) {
+__device__ bool apply_comparison(BinaryOp op, C a, C b) {
   switch (op) {
     case BinaryOp::eq: return a == b;
     case BinaryOp::ne: return a != b;
@@ -82,7 +82,11 @@ __device__ uint8_t apply_comparison(BinaryOp op, C a, C b) {
     case BinaryOp::le: return a <= b;
     case BinaryOp::gt: return a > b;
     case BinaryOp::ge: return a >= b;
-    default: return 0;
+    // The logical ops read "nonzero" (NaN counts as true), as on the CPU.
+    case BinaryOp::logical_and: return a != C(0) && b != C(0);
+    case BinaryOp::logical_or: return a != C(0) || b != C(0);
+    case BinaryOp::logical_xor: return (a != C(0)) != (b != C(0));
+    default: return false;
   }
 }
 
@@ -101,7 +105,33 @@ struct ArithmeticFunctor {
 template <class T>
 struct ComparisonFunctor {
   BinaryOp op;
-  __device__ uint8_t operator()(T a, T b) const { return apply_comparison(op, load(a), load(b)); }
+  __device__ bool operator()(T a, T b) const { return apply_comparison(op, load(a), load(b)); }
+};
+
+// A Python-number operand rides in the functor (rounded to T on the host, as the CPU's
+// 0-d tensor is): no device tensor is allocated and filled for it.
+template <class T>
+struct ScalarRightFunctor {  // op(x, scalar)
+  BinaryOp op;
+  T scalar;
+  __device__ T operator()(T x) const { return store<T>(apply_arithmetic(op, load(x), load(scalar))); }
+};
+
+template <class T>
+struct ScalarLeftFunctor {  // op(scalar, x)
+  BinaryOp op;
+  T scalar;
+  __device__ T operator()(T x) const { return store<T>(apply_arithmetic(op, load(scalar), load(x))); }
+};
+
+template <class T>
+struct ScalarComparisonFunctor {
+  BinaryOp op;
+  T scalar;
+  bool scalar_first;
+  __device__ bool operator()(T x) const {
+    return scalar_first ? apply_comparison(op, load(scalar), load(x)) : apply_comparison(op, load(x), load(scalar));
+  }
 };
 
 template <class T>
@@ -120,7 +150,7 @@ struct ReluBackwardFunctor {
 template <class T>
 struct WhereBody {
   T* out;
-  const uint8_t* cond;
+  const bool* cond;
   const T* a;
   const T* b;
 
@@ -136,6 +166,13 @@ void check_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_cuda(a, op_name(op));
 }
 
+// A tensor and a Python number: the number takes the tensor's dtype, so the rules are
+// those of two tensors of that dtype.
+void check_binary_with_scalar(BinaryOp op, const Tensor& tensor) {
+  check_defined(tensor, op_name(op));
+  check_binary(op, tensor, tensor);
+}
+
 }  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& self) {
@@ -144,7 +181,9 @@ Tensor unary(UnaryOp op, const Tensor& self) {
   check_unary_dtype(op, self);
   DeviceGuard guard(self.device());
   Tensor out = empty(self.sizes(), self.dtype(), self.device());
-  device_dispatch_all(self.dtype(), [&]<class T>() { map_into<T, T>(out, self, UnaryFunctor<T>{op}); });
+  device_dispatch_all(self.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) map_into<T, T>(out, self, UnaryFunctor<T>{op});  // bool refused above
+  });
   return out;
 }
 
@@ -152,41 +191,64 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
   DeviceGuard guard(a.device());
-  Tensor out = empty(shape, is_comparison(op) ? DType::u8 : a.dtype(), a.device());
+  Tensor out = empty(shape, gives_bool(op) ? DType::boolean : a.dtype(), a.device());
   device_dispatch_all(a.dtype(), [&]<class T>() {
-    if (is_comparison(op)) {
-      zip_into<uint8_t, T, T>(out, a, b, ComparisonFunctor<T>{op});
-    } else {
+    if (gives_bool(op)) {
+      zip_into<bool, T, T>(out, a, b, ComparisonFunctor<T>{op});
+    } else if constexpr (!std::is_same_v<T, bool>) {  // arithmetic on bool: refused by the operand checks
       zip_into<T, T, T>(out, a, b, ArithmeticFunctor<T>{op});
     }
   });
   return out;
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, double b) {
-  check_defined(a, op_name(op));
-  check_cuda(a, op_name(op));
-  return cuda::binary(op, a, full({}, b, a.dtype(), a.device()));
+namespace {
+
+// op(tensor, scalar) or, with scalar_first, op(scalar, tensor), into a new tensor.
+Tensor binary_with_scalar(BinaryOp op, const Tensor& tensor, double scalar, bool scalar_first) {
+  check_binary_with_scalar(op, tensor);
+  DeviceGuard guard(tensor.device());
+  Tensor out = empty(tensor.sizes(), gives_bool(op) ? DType::boolean : tensor.dtype(), tensor.device());
+  device_dispatch_all(tensor.dtype(), [&]<class T>() {
+    const T value = device_value<T>(scalar);
+    if (gives_bool(op)) {
+      map_into<bool, T>(out, tensor, ScalarComparisonFunctor<T>{op, value, scalar_first});
+    } else if constexpr (!std::is_same_v<T, bool>) {  // arithmetic on bool: refused by the operand checks
+      if (scalar_first) {
+        map_into<T, T>(out, tensor, ScalarLeftFunctor<T>{op, value});
+      } else {
+        map_into<T, T>(out, tensor, ScalarRightFunctor<T>{op, value});
+      }
+    }
+  });
+  return out;
 }
 
-Tensor binary(BinaryOp op, double a, const Tensor& b) {
-  check_defined(b, op_name(op));
-  check_cuda(b, op_name(op));
-  return cuda::binary(op, full({}, a, b.dtype(), b.device()), b);
-}
+}  // namespace
+
+Tensor binary(BinaryOp op, const Tensor& a, double b) { return binary_with_scalar(op, a, b, false); }
+
+Tensor binary(BinaryOp op, double a, const Tensor& b) { return binary_with_scalar(op, b, a, true); }
 
 void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
-  TS_CHECK(!is_comparison(op), ValueError, op_name(op), "_: comparisons have no in-place form");
+  TS_CHECK(!gives_bool(op), ValueError, op_name(op), "_: comparisons and logical ops have no in-place form");
   check_in_place_shape(a, b, op_name(op));
   DeviceGuard guard(a.device());
-  device_dispatch_all(a.dtype(), [&]<class T>() { zip_into<T, T, T>(a, a, b, ArithmeticFunctor<T>{op}); });
+  device_dispatch_all(a.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) zip_into<T, T, T>(a, a, b, ArithmeticFunctor<T>{op});
+  });
 }
 
 void binary_(BinaryOp op, Tensor& a, double b) {
-  check_defined(a, op_name(op));
-  check_cuda(a, op_name(op));
-  cuda::binary_(op, a, full({}, b, a.dtype(), a.device()));
+  check_binary_with_scalar(op, a);
+  TS_CHECK(!gives_bool(op), ValueError, op_name(op), "_: comparisons and logical ops have no in-place form");
+  DeviceGuard guard(a.device());
+  device_dispatch_all(a.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) {  // each element reads, then writes, its own
+      map_into<T, T>(a, a, ScalarRightFunctor<T>{op, device_value<T>(b)});
+    }
+  });
 }
 
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
@@ -194,9 +256,11 @@ void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
   check_in_place_shape(self, other, "add");
   DeviceGuard guard(self.device());
   device_dispatch_all(self.dtype(), [&]<class T>() {
-    // As on the CPU, alpha is first rounded to the element type (an integer tensor adds int(alpha) * y).
-    const Compute<T> scale = static_cast<Compute<T>>(alpha);
-    zip_into<T, T, T>(self, self, other, AddScaledFunctor<T>{scale});
+    if constexpr (!std::is_same_v<T, bool>) {
+      // As on the CPU, alpha is first rounded to the element type (an integer tensor adds int(alpha) * y).
+      const Compute<T> scale = static_cast<Compute<T>>(alpha);
+      zip_into<T, T, T>(self, self, other, AddScaledFunctor<T>{scale});
+    }
   });
 }
 
@@ -207,7 +271,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = empty(shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
   device_dispatch_all(a.dtype(), [&]<class T>() {
-    WhereBody<T> body{static_cast<T*>(out.data_ptr()), static_cast<const uint8_t*>(cond.data_ptr()),
+    WhereBody<T> body{static_cast<T*>(out.data_ptr()), static_cast<const bool*>(cond.data_ptr()),
                       static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr())};
     StridedLayout<4> layout = make_layout<4>(shape, {&out, &cond, &a, &b});
     launch_elementwise(out.numel(), layout, false, body, stream_of(out));

@@ -1,0 +1,94 @@
+// Differentiable masks and indexing: masked_fill, tril, triu, index_select, gather,
+// scatter_add. The backward of a pick is an add into zeros at the picked places
+// (index_add_ / scatter_add_, both deterministic); the backward of a mask is the same mask.
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/functions.h"
+
+namespace tessera {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::saved;
+using autograd::TensorList;
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  Tensor out = native::masked_fill(x, mask, value);
+  if (needs_grad({x})) {
+    record("MaskedFillBackward", {x}, {out}, [mask = saved(mask), shape = x.sizes()](const TensorList& g) {
+      Tensor zero = native::zeros({}, g[0].dtype(), g[0].device());
+      return TensorList{native::sum_to(native::where(mask, zero, g[0]), shape)};
+    });
+  }
+  return out;
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  Tensor out = native::tril(x, diagonal);
+  if (needs_grad({x})) {
+    record("TrilBackward", {x}, {out}, [diagonal](const TensorList& g) { return TensorList{native::tril(g[0], diagonal)}; });
+  }
+  return out;
+}
+
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  Tensor out = native::triu(x, diagonal);
+  if (needs_grad({x})) {
+    record("TriuBackward", {x}, {out}, [diagonal](const TensorList& g) { return TensorList{native::triu(g[0], diagonal)}; });
+  }
+  return out;
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  Tensor out = native::index_select(x, dim, index);
+  if (needs_grad({x})) {
+    record("IndexSelectBackward", {x}, {out}, [index = saved(index), dim, shape = x.sizes()](const TensorList& g) {
+      Tensor grad = native::zeros(shape, g[0].dtype(), g[0].device());
+      native::index_add_(grad, dim, index, g[0]);
+      return TensorList{grad};
+    });
+  }
+  return out;
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  Tensor out = native::gather(x, dim, index);
+  if (needs_grad({x})) {
+    record("GatherBackward", {x}, {out}, [index = saved(index), dim, shape = x.sizes()](const TensorList& g) {
+      Tensor grad = native::zeros(shape, g[0].dtype(), g[0].device());
+      native::scatter_add_(grad, dim, index, g[0]);
+      return TensorList{grad};
+    });
+  }
+  return out;
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = native::clone(x);
+  native::scatter_add_(out, dim, index, src);
+  if (needs_grad({x, src})) {
+    record("ScatterAddBackward", {x, src}, {out},
+           [index = saved(index), dim, src_shape = src.sizes(), need_src = src.requires_grad()](const TensorList& g) {
+             if (!need_src) return TensorList{g[0], Tensor()};
+             // src's elements beyond index's extent were never added: they get zeros.
+             Tensor picked = native::gather(g[0], dim, index);
+             if (picked.sizes() == src_shape) return TensorList{g[0], picked};
+             Tensor grad_src = native::zeros(src_shape, g[0].dtype(), g[0].device());
+             Tensor region = grad_src;
+             for (int64_t d = 0; d < picked.dim(); ++d) region = native::narrow(region, d, 0, picked.size(d));
+             native::copy_(region, picked);
+             return TensorList{g[0], grad_src};
+           });
+  }
+  return out;
+}
+
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return tessera::masked_fill(*this, mask, value); }
+Tensor Tensor::tril(int64_t diagonal) const { return tessera::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return tessera::triu(*this, diagonal); }
+Tensor Tensor::index_select(int64_t dim, const Tensor& index) const { return tessera::index_select(*this, dim, index); }
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return tessera::gather(*this, dim, index); }
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return tessera::scatter_add(*this, dim, index, src);
+}
+
+}  // namespace tessera

@@ -1,0 +1,57 @@
+// topk, cumsum and multinomial. topk's values route their gradient back to the chosen
+// positions (a scatter into zeros); cumsum's gradient is the running sum of the gradient
+// from the end; multinomial draws integers and has no gradient.
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/functions.h"
+
+namespace tessera {
+
+using autograd::needs_grad;
+using autograd::record;
+using autograd::saved;
+using autograd::TensorList;
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
+  auto [values, indices] = native::topk(x, k, dim, largest);
+  if (needs_grad({x})) {
+    const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "topk");
+    record("TopkBackward", {x}, {values}, [indices = saved(indices), d, shape = x.sizes()](const TensorList& g) {
+      Tensor grad = native::zeros(shape, g[0].dtype(), g[0].device());
+      native::scatter_add_(grad, d, indices, g[0]);  // the indices are distinct: a plain scatter
+      return TensorList{grad};
+    });
+  }
+  return {values, indices};
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  Tensor out = native::cumsum(x, dim);
+  if (needs_grad({x})) {
+    record("CumsumBackward", {x}, {out}, [dim](const TensorList& g) {
+      return TensorList{native::cumsum(g[0], dim, /*reverse=*/true)};
+    });
+  }
+  return out;
+}
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator) {
+  TS_CHECK(probs.defined() && (probs.dim() == 1 || probs.dim() == 2), ShapeError,
+           "multinomial: expected probabilities [C] or [N, C], got ",
+           probs.defined() ? shape_str(probs.sizes()) : std::string("an undefined tensor"));
+  const int64_t rows = probs.dim() == 2 ? probs.size(0) : 1;
+  const int64_t draws = rows * (replacement ? num_samples : probs.size(-1));
+  Tensor out = native::multinomial(probs.detach(), num_samples, replacement, generator.seed(), generator.stream(),
+                                   generator.offset());
+  generator.advance(static_cast<uint64_t>(draws));  // only once the draw succeeded
+  return out;
+}
+
+std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return tessera::topk(*this, k, dim, largest, sorted);
+}
+Tensor Tensor::cumsum(int64_t dim) const { return tessera::cumsum(*this, dim); }
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement, Generator& generator) const {
+  return tessera::multinomial(*this, num_samples, replacement, generator);
+}
+
+}  // namespace tessera

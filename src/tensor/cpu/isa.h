@@ -1,0 +1,64 @@
+// How a CPU kernel gets an AVX-512 version that the portable build still runs without
+// (cpu_capability.h says how the choice is made). Internal to src/tensor/cpu.
+//
+// The pattern, for a kernel file foo.cpp:
+//
+//   #include ...every header the file needs...          // all #includes first
+//   #include "tessera/tensor/cpu/isa.h"
+//   #if TESSERA_X86_KERNELS
+//   TESSERA_AVX512_BEGIN
+//   namespace tessera::cpu::avx512 { void foo_rows(...) { ...intrinsics... } }
+//   TESSERA_AVX512_END
+//   #endif
+//
+//   // in the op, outside any OpenMP region (the choice may throw):
+//   #if TESSERA_X86_KERNELS
+//   if (cpu::use_avx512() && applies) { ...#pragma omp loop calling avx512::foo_rows... return; }
+//   #endif
+//   ...the portable loop, which computes the same thing on every CPU...
+//
+// Rules, and why:
+// - Functions between BEGIN and END are compiled for AVX-512 whatever the build's -march;
+//   they run only after use_avx512() said yes. Everything else is the portable baseline.
+// - #includes go before BEGIN: an inline function or template from a header defined inside
+//   the region would be compiled for AVX-512, and the linker keeps one copy of it for the
+//   whole library, which then dies on a CPU without AVX-512.
+// - No `#pragma omp` inside the region: clang does not give OpenMP's outlined functions the
+//   region's target, so they would not compile there. Keep the threading in portable code
+//   and call an AVX-512 function per row, tile or sample.
+// - AVX-512 code lives in namespace tessera::cpu::avx512 (nested namespaces are fine): the
+//   `isa` test disassembles the library and fails on an AVX-512 instruction anywhere else.
+// - The target names ISA extensions only, no tune=: GCC inlines a function into one with
+//   another tuning only if it is always_inline, so std::min and friends would become calls.
+//   Where the baseline's generic tuning schedules a kernel badly, fix the kernel
+//   (avx512_tiles.h's in_register is one such fix).
+// - TESSERA_X86_KERNELS is about the architecture (x86-64 with GCC or clang), not about
+//   the compiler's -march: it is 1 in every x86-64 build. Other architectures compile the
+//   portable paths only.
+#pragma once
+
+#include "tessera/tensor/cpu_capability.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TESSERA_X86_KERNELS 1
+#else
+#define TESSERA_X86_KERNELS 0
+#endif
+
+// AVX-512 F/BW/DQ/VL (the avx512 capability's set) plus FMA and BMI2, which every such CPU has.
+#if defined(__clang__)
+#define TESSERA_AVX512_BEGIN \
+  _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi,bmi2\"))), apply_to = function)")
+#define TESSERA_AVX512_END _Pragma("clang attribute pop")
+#else
+#define TESSERA_AVX512_BEGIN \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi,bmi2\")")
+#define TESSERA_AVX512_END _Pragma("GCC pop_options")
+#endif
+
+namespace tessera::cpu {
+
+// The AVX-512 kernels may run: the CPU has them and TESSERA_CPU_CAPABILITY allows them.
+inline bool use_avx512() { return cpu_capability() >= CpuCapability::avx512; }
+
+}  // namespace tessera::cpu

@@ -1,0 +1,119 @@
+// Run-time choice of the CPU kernels (see cpu_capability.h): cpuid through the compiler's
+// __builtin_cpu_supports (which also checks that the OS saves the AVX-512 registers), capped
+// by TESSERA_CPU_CAPABILITY, decided once per process.
+#include "tessera/tensor/cpu_capability.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "tessera/tensor/error.h"
+
+namespace tessera {
+
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TESSERA_CPUID 1
+#else
+#define TESSERA_CPUID 0
+#endif
+
+CpuCapability detect() {
+#if TESSERA_CPUID
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  if (avx2 && avx512) return CpuCapability::avx512;
+  if (avx2) return CpuCapability::avx2;
+#endif
+  return CpuCapability::baseline;
+}
+
+struct Choice {
+  CpuCapability capability = CpuCapability::baseline;
+  std::string error;  // non-empty: TESSERA_CPU_CAPABILITY cannot be honoured
+};
+
+Choice resolve() {
+  Choice choice;
+  try {
+    choice.capability = choose_cpu_capability(std::getenv("TESSERA_CPU_CAPABILITY"), cpu_capability_supported());
+  } catch (const Error& error) {
+    choice.error = error.what();
+  }
+  return choice;
+}
+
+#if TESSERA_CPUID
+// Before anything else in the library runs (priority 101 precedes C++ static
+// initialisers), and compiled for plain x86-64 so that it runs where the rest would not:
+// a CPU without the instructions this build's baseline uses gets a message saying so
+// instead of only an illegal-instruction signal somewhere later.
+__attribute__((constructor(101), target("arch=x86-64"))) void warn_if_below_baseline() {
+  __builtin_cpu_init();
+  const char* missing = nullptr;
+#if defined(__AVX512F__)
+  if (!__builtin_cpu_supports("avx512f")) missing = "AVX-512";
+#endif
+#if defined(__AVX2__)
+  if (!__builtin_cpu_supports("avx2")) missing = "AVX2";
+#endif
+#if defined(__FMA__)
+  if (!__builtin_cpu_supports("fma")) missing = "FMA";
+#endif
+#if defined(__AVX__)
+  if (!__builtin_cpu_supports("avx")) missing = "AVX";
+#endif
+  if (missing == nullptr) return;
+  const char* parts[] = {"tessera: this libtessera was compiled for a CPU with ", missing,
+                         " (meson option cpu_arch), which this CPU lacks: it will stop with an illegal "
+                         "instruction. Rebuild it with -Dcpu_arch=x86-64-v2 for this machine.\n"};
+  for (const char* part : parts) {
+    if (write(STDERR_FILENO, part, std::strlen(part)) < 0) return;
+  }
+}
+#endif
+
+}  // namespace
+
+std::string_view to_string(CpuCapability capability) {
+  switch (capability) {
+    case CpuCapability::baseline: return "default";
+    case CpuCapability::avx2: return "avx2";
+    case CpuCapability::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+CpuCapability choose_cpu_capability(const char* requested, CpuCapability supported) {
+  if (requested == nullptr || *requested == '\0') return supported;
+  for (CpuCapability level : {CpuCapability::baseline, CpuCapability::avx2, CpuCapability::avx512}) {
+    if (to_string(level) != requested) continue;
+    TS_CHECK(level <= supported, Error, "TESSERA_CPU_CAPABILITY=", requested, " asks for kernels this CPU cannot run: ",
+             "it supports up to '", to_string(supported), "' (avx2 needs AVX2, FMA and BMI2; avx512 also AVX-512 F, ",
+             "BW, DQ and VL); unset the variable or choose a lower level");
+    return level;
+  }
+  throw Error(detail::concat("TESSERA_CPU_CAPABILITY='", requested, "' is not one of default, avx2, avx512"));
+}
+
+CpuCapability cpu_capability_supported() {
+  static const CpuCapability supported = detect();
+  return supported;
+}
+
+CpuCapability cpu_capability() {
+  static const Choice choice = resolve();
+  if (!choice.error.empty()) {
+    if (omp_in_parallel()) return CpuCapability::baseline;  // nothing may throw here
+    throw Error(choice.error);
+  }
+  return choice.capability;
+}
+
+}  // namespace tessera

@@ -1,0 +1,290 @@
+// Indexing on CUDA: tril/triu, index_select and its index_add_, gather and its scatter_add_,
+// with the CPU's results bit for bit (cpu/indexing.cpp).
+//
+// tril/triu, index_select and gather write each output element from one thread. The adds
+// own their outputs as on the CPU, so they need no atomics and are deterministic:
+// index_add_ gives a thread one column (outer slice, inner position) and adds the rows in
+// k order; scatter_add_ gives a thread one line along dim and adds in order along it.
+// A bad index cannot throw on the device: kernels note its first position with atomicMin
+// and skip it, and the host, after one small copy that waits for the kernel, throws the
+// CPU's IndexError (as nll_loss does). index_add_ checks its index before adding anything.
+#include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/device_types.cuh"
+#include "tessera/tensor/cuda/launch.cuh"
+#include "tessera/tensor/cuda/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
+
+namespace tessera::cuda {
+
+using namespace native;
+
+namespace {
+
+// Element types moved whole, by size: selection does not care what the bits mean.
+template <class Body>
+void dispatch_bits(DType dtype, Body&& body) {
+  switch (element_size(dtype)) {
+    case 1: return body.template operator()<uint8_t>();
+    case 2: return body.template operator()<uint16_t>();
+    case 4: return body.template operator()<uint32_t>();
+    default: return body.template operator()<uint64_t>();
+  }
+}
+
+// ---- tril / triu ----
+
+template <class T, bool Lower>
+__global__ void triangle_kernel(const T* x, int64_t n, int64_t rows, int64_t cols, int64_t diagonal, T* y) {
+  for (int64_t e = thread_index(); e < n; e += thread_count()) {
+    const int64_t j = e % cols, i = (e / cols) % rows;
+    const bool lower_part = j - i <= diagonal;   // tril keeps these
+    const bool upper_part = j - i >= diagonal;   // triu keeps these
+    y[e] = (Lower ? lower_part : upper_part) ? x[e] : T{0};
+  }
+}
+
+template <bool Lower>
+Tensor triangle(const Tensor& self_in, int64_t diagonal, const char* op) {
+  check_triangle(self_in, op);
+  check_cuda(self_in, op);
+  DeviceGuard guard(self_in.device());
+  Tensor self = contiguous(self_in);
+  Tensor out = empty(self.sizes(), self.dtype(), self.device());
+  const int64_t n = self.numel();
+  if (n == 0) return out;
+  dispatch_bits(self.dtype(), [&]<class B>() {  // zero bits are 0 in every dtype (false, +0.0)
+    triangle_kernel<B, Lower><<<blocks_for(n), kThreads, 0, compute_stream(self.device().index)>>>(
+        static_cast<const B*>(self.data_ptr()), n, self.size(-2), self.size(-1), diagonal,
+        static_cast<B*>(out.data_ptr()));
+    TS_CUDA_CHECK_LAUNCH("triangle_kernel");
+  });
+  return out;
+}
+
+// ---- index checks on the device ----
+
+// A device counter for the first bad position, starting at `none` (one past the last).
+struct BadPosition {
+  Tensor slot;
+
+  BadPosition(int64_t none, Device device) : slot(full({}, static_cast<double>(none), DType::i64, device)) {}
+  unsigned long long* pointer() const { return static_cast<unsigned long long*>(slot.data_ptr()); }
+  // Waits for the kernels before it; `none` when every index was in range.
+  int64_t first() const { return slot.item<int64_t>(); }
+};
+
+__global__ void check_index_kernel(const int64_t* index, int64_t n, int64_t size, unsigned long long* first_bad) {
+  for (int64_t k = thread_index(); k < n; k += thread_count()) {
+    if (index[k] < 0 || index[k] >= size) atomicMin(first_bad, static_cast<unsigned long long>(k));
+  }
+}
+
+// Throws the CPU's error for a 1-D index with a value outside [0, size).
+void check_index_values(const Tensor& index, int64_t size, int64_t dim, const Tensor& self, const char* op) {
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  BadPosition bad(n, index.device());
+  check_index_kernel<<<blocks_for(n), kThreads, 0, compute_stream(index.device().index)>>>(
+      static_cast<const int64_t*>(index.data_ptr()), n, size, bad.pointer());
+  TS_CUDA_CHECK_LAUNCH("check_index_kernel");
+  const int64_t k = bad.first();
+  if (k == n) return;
+  const int64_t value = view(index, {-1}).select(0, k).item<int64_t>();
+  throw IndexError(detail::concat(op, ": index ", value, " at position ", k, " is out of range for dim ", dim,
+                                  " of size ", size, " (shape ", shape_str(self.sizes()), ")"));
+}
+
+// ---- index_select / index_add_ ----
+
+template <class B>
+__global__ void index_select_kernel(const B* x, const int64_t* index, int64_t outer, int64_t size, int64_t n,
+                                    int64_t inner, B* y) {
+  const int64_t total = outer * n * inner;
+  for (int64_t e = thread_index(); e < total; e += thread_count()) {
+    const int64_t i = e % inner, k = (e / inner) % n, o = e / (inner * n);
+    y[e] = x[(o * size + index[k]) * inner + i];
+  }
+}
+
+template <class T>
+__global__ void index_add_kernel(T* y, const int64_t* index, const T* source, int64_t outer, int64_t size,
+                                 int64_t n, int64_t inner) {
+  for (int64_t column = thread_index(); column < outer * inner; column += thread_count()) {
+    const int64_t o = column / inner, i = column % inner;
+    for (int64_t k = 0; k < n; ++k) {
+      T& slot = y[(o * size + index[k]) * inner + i];
+      slot = store<T>(static_cast<Compute<T>>(load(slot) + load(source[(o * n + k) * inner + i])));
+    }
+  }
+}
+
+// ---- gather / scatter_add_ ----
+
+// GatherLines (kernel_shapes.h) by value, for the kernels.
+struct DeviceLines {
+  int ndim = 0;
+  int64_t sizes[kMaxDims];
+  int64_t strides[3][kMaxDims];
+  int64_t dim_stride[3];
+  int64_t lines, length, self_dim_size;
+
+  __device__ void offsets(int64_t line, int64_t (&out)[3]) const {
+    out[0] = out[1] = out[2] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t coordinate = line % sizes[d];
+      line /= sizes[d];
+      for (int k = 0; k < 3; ++k) out[k] += coordinate * strides[k][d];
+    }
+  }
+};
+
+DeviceLines device_lines(const GatherLines& g, const char* op) {
+  TS_CHECK(g.line_sizes.size() <= static_cast<size_t>(kMaxDims), ShapeError, op, ": CUDA handles at most ", kMaxDims,
+           " dims besides the indexed one");
+  DeviceLines d;
+  d.ndim = static_cast<int>(g.line_sizes.size());
+  for (int i = 0; i < d.ndim; ++i) {
+    d.sizes[i] = g.line_sizes[i];
+    for (int k = 0; k < 3; ++k) d.strides[k][i] = g.strides[k][i];
+  }
+  for (int k = 0; k < 3; ++k) d.dim_stride[k] = g.dim_stride[k];
+  d.lines = g.lines;
+  d.length = g.length;
+  d.self_dim_size = g.self_dim_size;
+  return d;
+}
+
+template <class B>
+__global__ void gather_kernel(const B* x, const int64_t* index, DeviceLines g, B* y, unsigned long long* first_bad) {
+  const int64_t total = g.lines * g.length;
+  for (int64_t e = thread_index(); e < total; e += thread_count()) {
+    const int64_t line = e / g.length, j = e % g.length;
+    int64_t at[3];
+    g.offsets(line, at);
+    const int64_t i = index[at[0] + j * g.dim_stride[0]];
+    if (i < 0 || i >= g.self_dim_size) {
+      atomicMin(first_bad, static_cast<unsigned long long>(e));
+      continue;
+    }
+    y[at[2] + j * g.dim_stride[2]] = x[at[1] + i * g.dim_stride[1]];
+  }
+}
+
+template <class T>
+__global__ void scatter_add_kernel(T* y, const int64_t* index, const T* src, DeviceLines g,
+                                   unsigned long long* first_bad) {
+  for (int64_t line = thread_index(); line < g.lines; line += thread_count()) {
+    int64_t at[3];
+    g.offsets(line, at);
+    for (int64_t j = 0; j < g.length; ++j) {
+      const int64_t i = index[at[0] + j * g.dim_stride[0]];
+      if (i < 0 || i >= g.self_dim_size) {
+        atomicMin(first_bad, static_cast<unsigned long long>(line * g.length + j));
+        continue;
+      }
+      T& slot = y[at[1] + i * g.dim_stride[1]];
+      slot = store<T>(static_cast<Compute<T>>(load(slot) + load(src[at[2] + j * g.dim_stride[2]])));
+    }
+  }
+}
+
+// The numeric dtypes the adds take (the CPU's dispatch_numeric): float32, float64, int64, uint8.
+template <class Body>
+void dispatch_add_dtype(DType dtype, const char* op, Body&& body) {
+  switch (dtype) {
+    case DType::f32: return body.template operator()<float>();
+    case DType::f64: return body.template operator()<double>();
+    case DType::i64: return body.template operator()<int64_t>();
+    case DType::u8: return body.template operator()<uint8_t>();
+    default:
+      throw DTypeError(detail::concat(op, ": not implemented for ", dtype_name(dtype), " on CUDA"));
+  }
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& self, int64_t diagonal) { return triangle<true>(self, diagonal, "tril"); }
+Tensor triu(const Tensor& self, int64_t diagonal) { return triangle<false>(self, diagonal, "triu"); }
+
+Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) {
+  const char* op = "index_select";
+  Shape out_shape = index_select_shape(self_in, dim, index_in, op);
+  check_cuda(self_in, op);
+  DeviceGuard guard(self_in.device());
+  Tensor self = contiguous(self_in), index = contiguous(index_in);
+  const AxisLayout l = axis_layout(self.sizes(), dim, op);
+  check_index_values(index, l.size, wrap_dim(dim, self.dim(), op), self, op);
+  Tensor out = empty(out_shape, self.dtype(), self.device());
+  const int64_t total = out.numel();
+  if (total == 0) return out;
+  dispatch_bits(self.dtype(), [&]<class B>() {
+    index_select_kernel<B><<<blocks_for(total), kThreads, 0, compute_stream(self.device().index)>>>(
+        static_cast<const B*>(self.data_ptr()), static_cast<const int64_t*>(index.data_ptr()), l.outer, l.size,
+        index.numel(), l.inner, static_cast<B*>(out.data_ptr()));
+    TS_CUDA_CHECK_LAUNCH("index_select_kernel");
+  });
+  return out;
+}
+
+void index_add_(Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source_in) {
+  const char* op = "index_add";
+  check_index_add(self, dim, index_in, source_in);
+  check_cuda(self, op);
+  DeviceGuard guard(self.device());
+  Tensor target = contiguous(self), index = contiguous(index_in), source = contiguous(source_in);
+  const AxisLayout l = axis_layout(target.sizes(), dim, op);
+  check_index_values(index, l.size, wrap_dim(dim, self.dim(), op), self, op);
+  const int64_t columns = l.outer * l.inner;
+  if (columns == 0 || index.numel() == 0) return;
+  dispatch_add_dtype(target.dtype(), op, [&]<class T>() {
+    index_add_kernel<T><<<blocks_for(columns), kThreads, 0, compute_stream(self.device().index)>>>(
+        static_cast<T*>(target.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<const T*>(source.data_ptr()), l.outer, l.size, index.numel(), l.inner);
+    TS_CUDA_CHECK_LAUNCH("index_add_kernel");
+  });
+  if (!target.is_same(self)) native::copy_(self, target);
+}
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+  const char* op = "gather";
+  const int64_t d = check_gather_index(self, dim, index, op);
+  check_cuda(self, op);
+  DeviceGuard guard(self.device());
+  Tensor out = empty(index.sizes(), self.dtype(), self.device());
+  const GatherLines g = gather_lines(index, self, out, d);
+  const int64_t total = g.lines * g.length;
+  if (total == 0) return out;
+  BadPosition bad(total, self.device());
+  dispatch_bits(self.dtype(), [&]<class B>() {
+    gather_kernel<B><<<blocks_for(total), kThreads, 0, compute_stream(self.device().index)>>>(
+        static_cast<const B*>(self.data_ptr()), static_cast<const int64_t*>(index.data_ptr()), device_lines(g, op),
+        static_cast<B*>(out.data_ptr()), bad.pointer());
+    TS_CUDA_CHECK_LAUNCH("gather_kernel");
+  });
+  const int64_t first = bad.first();
+  if (first < total) throw_bad_gather_index(index, g, first, d, self, op);
+  return out;
+}
+
+void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const char* op = "scatter_add";
+  const int64_t d = check_scatter_add(self, dim, index, src);
+  check_cuda(self, op);
+  DeviceGuard guard(self.device());
+  Tensor target = contiguous(self);
+  const GatherLines g = gather_lines(index, target, src, d);
+  const int64_t total = g.lines * g.length;
+  if (total == 0) return;
+  BadPosition bad(total, self.device());
+  dispatch_add_dtype(target.dtype(), op, [&]<class T>() {
+    scatter_add_kernel<T><<<blocks_for(g.lines), kThreads, 0, compute_stream(self.device().index)>>>(
+        static_cast<T*>(target.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+        static_cast<const T*>(src.data_ptr()), device_lines(g, op), bad.pointer());
+    TS_CUDA_CHECK_LAUNCH("scatter_add_kernel");
+  });
+  const int64_t first = bad.first();
+  if (first < total) throw_bad_gather_index(index, g, first, d, self, op);
+  if (!target.is_same(self)) native::copy_(self, target);
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,71 @@
+// Element-wise comparison with PyTorch's goldens, shared by the golden tests: every element
+// must satisfy |tessera - torch| <= atol + rtol * |torch| (a zero tolerance asks for equality),
+// and the largest errors are kept per op and dtype for a report (TESSERA_GOLDEN_REPORT=1).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <string>
+#include <tessera/tessera.h>
+
+namespace golden_check {
+
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+
+struct ErrorStats {
+  double max_abs = 0;   // largest |a - b|
+  double max_rel = 0;   // largest |a - b| / |b| where |b| >= 1e-3
+  double max_used = 0;  // largest |a - b| / (atol + rtol |b|): at most 1 to pass
+};
+
+// "op f32" -> stats, for the report.
+inline std::map<std::string, ErrorStats>& error_stats() {
+  static std::map<std::string, ErrorStats> stats;
+  return stats;
+}
+
+inline void compare(const std::string& what, const std::string& stats_key, const tessera::Tensor& actual,
+                    const tessera::Tensor& expected, Tolerance tolerance) {
+  CAPTURE(what);
+  REQUIRE(actual.defined());
+  REQUIRE(actual.sizes() == expected.sizes());
+  REQUIRE(actual.dtype() == expected.dtype());
+  std::vector<double> a = actual.to_vector<double>();
+  std::vector<double> b = expected.to_vector<double>();
+  ErrorStats& stats = error_stats()[stats_key];
+  size_t worst = 0;
+  double worst_used = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double diff = std::abs(a[i] - b[i]);
+    const double allowed = tolerance.atol + tolerance.rtol * std::abs(b[i]);
+    const double used = diff == 0 ? 0 : (allowed == 0 ? INFINITY : diff / allowed);
+    if (!(used <= worst_used)) worst_used = used, worst = i;  // also catches NaN
+    stats.max_abs = std::max(stats.max_abs, diff);
+    if (std::abs(b[i]) >= 1e-3) stats.max_rel = std::max(stats.max_rel, diff / std::abs(b[i]));
+  }
+  stats.max_used = std::max(stats.max_used, worst_used);
+  if (!(worst_used <= 1.0)) {
+    FAIL_CHECK(what << ": element " << worst << " is " << std::setprecision(17) << a[worst] << ", PyTorch gives "
+                    << b[worst] << " (allowed: " << tolerance.atol << " + " << tolerance.rtol << " * |torch|)");
+  }
+}
+
+// With TESSERA_GOLDEN_REPORT=1: the largest errors seen per op and dtype.
+inline void print_report() {
+  if (std::getenv("TESSERA_GOLDEN_REPORT") == nullptr) return;
+  std::cout << "op                        max |a-b|   max rel     max used/allowed\n";
+  for (const auto& [key, stats] : error_stats()) {
+    std::cout << std::left << std::setw(26) << key << std::setw(12) << std::setprecision(3) << stats.max_abs
+              << std::setw(12) << stats.max_rel << stats.max_used << "\n";
+  }
+}
+
+}  // namespace golden_check

@@ -1,0 +1,207 @@
+// Golden checks of the tensor ops against PyTorch: tests/golden/make_tensor_ops_golden.py ran
+// masked_fill, tril/triu, split/chunk, index_select, gather, scatter_add, topk, cumsum,
+// softmax/log_softmax over every dim (contiguous or permuted), nll_loss/cross_entropy on
+// [C], [N, C] and [N, C, d1, ...] with ignore_index, weights and label smoothing, and the
+// comparisons and logical ops that give bool, in float32 and float64 (int64 and bool where
+// they apply), and stored inputs, outputs, upstream gradients and input gradients in
+// tensor_ops.safetensors. Tessera runs the same ops on the same inputs and every output and
+// gradient element must satisfy |tessera - torch| <= atol + rtol * |torch|; integer and bool
+// outputs must be equal. PyTorch is not needed to run this.
+//
+// Set TESSERA_GOLDEN_REPORT=1 to print the largest errors per op and dtype.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <set>
+#include <tessera/tessera.h>
+
+#include "golden_compare.h"
+
+namespace ts = tessera;
+namespace io = tessera::io;
+namespace json = tessera::io::json;
+using ts::DType;
+using ts::Shape;
+using ts::Tensor;
+using golden_check::compare;
+using golden_check::Tolerance;
+using TensorList = std::vector<Tensor>;
+
+namespace {
+
+std::string golden_path() {
+  const char* dir = std::getenv("TESSERA_SOURCE_DIR");
+  REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
+  return std::string(dir) + "/tests/golden/tensor_ops.safetensors";
+}
+
+// The allowed |a - b| <= atol + rtol |b| per op and dtype. Measured with torch 1.13 on
+// x86-64 (TESSERA_GOLDEN_REPORT=1), largest |a - b| over outputs and gradients:
+//   exact (0) in both dtypes: tril, triu, split, chunk, index_select, gather, scatter_add,
+//     topk, cumsum (forward and backward), comparisons, logical, masked_fill in f64;
+//   f64: softmax 1.7e-16, log_softmax 8.9e-16, nll_loss 4.4e-16, cross_entropy 8.9e-16;
+//   f32: masked_fill 2.4e-7, softmax 8.6e-8, log_softmax 4.8e-7, nll_loss 4.8e-7,
+//        cross_entropy 2.4e-7.
+// Selections copy values, and their backward adds the same few terms in the same order as
+// PyTorch's CPU kernels; cumsum accumulates in double as PyTorch's CPU kernel does: exact,
+// and held to that. masked_fill's gradient for an x broadcast to a larger mask is a sum over
+// the broadcast dims (double here, float in PyTorch). The softmax family differs in exp/log's
+// last bit (vectorised in PyTorch, libm here) and in summation order. Each bound is at least
+// 3x the largest error seen; a wrong index, diagonal, reduction or smoothing term is off by
+// 1e-2 or more.
+Tolerance tolerance_for(const std::string& op, DType dtype) {
+  if (dtype == DType::f64) return {1e-12, 1e-12};
+  if (op == "masked_fill") return {1e-6, 1e-6};
+  if (op == "softmax" || op == "log_softmax" || op == "nll_loss" || op == "cross_entropy") return {2e-6, 2e-6};
+  return {0, 0};
+}
+
+struct Golden {
+  ts::StateDict tensors;
+  io::Metadata metadata;
+  json::Value cases;
+};
+
+const Golden& golden() {
+  static const Golden loaded = [] {
+    Golden g;
+    g.tensors = io::load(golden_path());
+    g.metadata = io::load_metadata(golden_path());
+    g.cases = json::parse(g.metadata.at("cases"));
+    return g;
+  }();
+  return loaded;
+}
+
+Shape shape_of(const json::Value& array) {
+  Shape shape;
+  for (const json::Value& v : array.as_array()) shape.push_back(v.as_int());
+  return shape;
+}
+
+ts::Reduction reduction_from(const std::string& name) {
+  if (name == "mean") return ts::Reduction::mean;
+  if (name == "sum") return ts::Reduction::sum;
+  REQUIRE(name == "none");
+  return ts::Reduction::none;
+}
+
+// Tessera's outputs for a case, mirroring run_op in the script.
+TensorList run_op(const json::Value& c, const std::map<std::string, Tensor>& in) {
+  const std::string& op = c.at("op").as_string();
+  auto option = [&](const char* key) { return c.at(key).as_int(); };
+  Tensor x = in.at("input");
+  if (c.find("permute") != nullptr) x = x.permute(shape_of(c.at("permute")));
+  if (op == "masked_fill") return {x.masked_fill(in.at("mask"), c.at("value").as_double())};
+  if (op == "tril") return {ts::tril(x, option("diagonal"))};
+  if (op == "triu") return {x.triu(option("diagonal"))};
+  if (op == "split") {
+    if (c.find("sizes") != nullptr) return x.split(shape_of(c.at("sizes")), option("dim"));
+    return ts::split(x, option("split_size"), option("dim"));
+  }
+  if (op == "chunk") return x.chunk(option("chunks"), option("dim"));
+  if (op == "index_select") return {x.index_select(option("dim"), in.at("index"))};
+  if (op == "gather") return {ts::gather(x, option("dim"), in.at("index"))};
+  if (op == "scatter_add") return {x.scatter_add(option("dim"), in.at("index"), in.at("src"))};
+  if (op == "topk") {
+    auto [values, indices] = x.topk(option("k"), option("dim"), c.at("largest").as_bool());
+    return {values, indices};
+  }
+  if (op == "cumsum") return {x.cumsum(option("dim"))};
+  if (op == "softmax") return {ts::softmax(x, option("dim"))};
+  if (op == "log_softmax") return {x.log_softmax(option("dim"))};
+  if (op == "nll_loss" || op == "cross_entropy") {
+    Tensor weight = c.at("weight").as_bool() ? in.at("weight") : Tensor();
+    const ts::Reduction reduction = reduction_from(c.at("reduction").as_string());
+    if (op == "nll_loss") {
+      return {ts::nll_loss(x, in.at("target"), {.weight = weight, .reduction = reduction,
+                                                .ignore_index = option("ignore_index")})};
+    }
+    return {ts::cross_entropy(x, in.at("target"),
+                              {.weight = weight, .reduction = reduction, .ignore_index = option("ignore_index"),
+                               .label_smoothing = c.at("label_smoothing").as_double()})};
+  }
+  const Tensor& y = in.at("other");
+  if (op == "comparisons") return {x == y, x != y, x < y, x <= y, x > y, x >= y, (x > y).sum(), ts::where(x > y, x, y)};
+  if (op == "logical") return {~x, x & y, x | y, x ^ y, ts::logical_and(x, y), x.sum({1}), x.cumsum(1), x == y};
+  FAIL("unknown op " << op);
+  return {};
+}
+
+void run_case(const json::Value& c) {
+  const Golden& g = golden();
+  const std::string& name = c.at("name").as_string();
+  const std::string& op = c.at("op").as_string();
+  const DType dtype = *io::dtype_from_safetensors(c.at("dtype").as_string());
+  const Tolerance tolerance = tolerance_for(op, dtype);
+  const std::string stats_key = op + " " + std::string(ts::dtype_name(dtype));
+  const std::string prefix = name + "/";
+
+  // Inputs are the stored roles that are not outputs or gradients; those with a stored
+  // gradient become leaves.
+  std::map<std::string, Tensor> inputs;
+  for (const std::string& key : g.tensors.keys()) {
+    if (!key.starts_with(prefix)) continue;
+    const std::string role = key.substr(prefix.size());
+    if (role.starts_with("output") || role.starts_with("grad_")) continue;
+    Tensor t = g.tensors.at(key).clone();
+    if (g.tensors.contains(prefix + "grad_" + role)) t.requires_grad_();
+    inputs.emplace(role, t);
+  }
+  TensorList outputs = run_op(c, inputs);
+  TensorList roots, upstream;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string role = outputs.size() == 1 ? "output" : "output_" + std::to_string(i);
+    REQUIRE_MESSAGE(g.tensors.contains(prefix + role), std::string(prefix + role));
+    compare(name + " " + role, stats_key, outputs[i], g.tensors.at(prefix + role), tolerance);
+    if (g.tensors.contains(prefix + "grad_" + role)) {
+      roots.push_back(outputs[i]);
+      upstream.push_back(g.tensors.at(prefix + "grad_" + role));
+    }
+  }
+  if (roots.empty()) return;
+  ts::autograd::backward(roots, upstream);
+  for (const auto& [role, t] : inputs) {
+    if (!t.requires_grad()) continue;
+    compare(name + " grad_" + role, stats_key, t.grad(), g.tensors.at(prefix + "grad_" + role), tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tensor ops golden file: every case the script writes") {
+  const Golden& g = golden();
+  CHECK(g.metadata.at("generator") == "tests/golden/make_tensor_ops_golden.py");
+  // A regenerated file that lost a case fails here rather than silently testing less.
+  const std::vector<std::string> floating = {
+      "masked_fill_attention", "masked_fill_mask_larger", "tril_main", "tril_above", "triu_below",
+      "triu_main_permuted", "split_sizes", "split_size", "chunk_last_dim", "index_select_repeated",
+      "index_select_dim0", "gather_dim1", "gather_dim0_smaller_index", "scatter_add_dim0", "scatter_add_dim1",
+      "topk_largest", "topk_smallest_dim0", "topk_all_permuted", "cumsum_long_rows", "cumsum_dim0",
+      "softmax_dim0", "softmax_dim1", "softmax_last_permuted", "log_softmax_dim0_permuted", "log_softmax_dim2",
+      "log_softmax_minus2", "nll_loss_3d_ignore_weight", "nll_loss_4d_none", "cross_entropy_smoothing",
+      "cross_entropy_smoothing_weight_ignore", "cross_entropy_smoothing_sum", "cross_entropy_smoothing_none",
+      "cross_entropy_4d_smoothing_weight_ignore", "cross_entropy_3d_ignore", "cross_entropy_1d", "comparisons"};
+  std::set<std::string> expected = {"cumsum_int64_i64", "logical_bool"};
+  for (const std::string& name : floating) expected.insert({name + "_f32", name + "_f64"});
+  std::set<std::string> cases;
+  for (const json::Value& c : g.cases.as_array()) CHECK(cases.insert(c.at("name").as_string()).second);
+  CHECK(cases == expected);
+  // The bool results arrive as PyTorch wrote them (safetensors BOOL).
+  CHECK(g.tensors.at("logical_bool/output_0").dtype() == DType::boolean);
+  CHECK(g.tensors.at("comparisons_f32/output_2").dtype() == DType::boolean);
+  CHECK(g.tensors.at("comparisons_f64/output_6").dtype() == DType::i64);
+}
+
+TEST_CASE("tensor ops golden: outputs and gradients match PyTorch") {
+  for (const json::Value& c : golden().cases.as_array()) {
+    CAPTURE(c.at("name").as_string());
+    run_case(c);
+  }
+  golden_check::print_report();
+}
