@@ -36,7 +36,9 @@ namespace tessera::checkpoint {
 inline constexpr const char* kShardedFormat = "tessera.sharded-checkpoint";
 inline constexpr const char* kMetadataFile = "metadata.json";
 // metadata.json files larger than this are refused unread (a corrupt or hostile directory).
-inline constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 30;
+// Real ones take about 11 bytes per MiB of checkpoint (the chunk CRCs): 64 MiB covers
+// several TB. Parsing one may take at most io::json::kFileMemoryPerByte times its size.
+inline constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
 
 // "rank-00002-of-00004.safetensors".
 std::string rank_file_name(int rank, int world_size);

@@ -193,7 +193,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 
   json::Value header;
   try {
-    header = json::parse(text);
+    header = json::parse(text, json::file_limits(text.size()));
   } catch (const json::ParseError& e) {
     format_error(path, length_field_bytes + e.offset(), "", "invalid JSON header: " + e.reason());
   }
