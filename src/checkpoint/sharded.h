@@ -40,6 +40,10 @@ inline constexpr const char* kMetadataFile = "metadata.json";
 // several TB. Parsing one may take at most io::json::kFileMemoryPerByte times its size.
 inline constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
 
+// The largest world a sharded checkpoint is written for or read at: rank files are named
+// with five-digit numbers. (A larger --world-size would also mean as many files.)
+inline constexpr int kMaxWorldSize = 99999;
+
 // "rank-00002-of-00004.safetensors".
 std::string rank_file_name(int rank, int world_size);
 

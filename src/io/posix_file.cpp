@@ -1,6 +1,7 @@
 #include "tessera/io/posix_file.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +16,26 @@ namespace tessera::io {
 // Linux transfers at most about 2 GiB per call; larger requests are split.
 constexpr size_t max_chunk = size_t{1} << 30;
 
-std::string os_error(int error) { return std::generic_category().message(error); }
+namespace {
+
+// The process's file size limit (ulimit -f), or 0 when there is none.
+uint64_t file_size_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<uint64_t>(limit.rlim_cur);
+}
+
+}  // namespace
+
+std::string os_error(int error) {
+  std::string text = std::generic_category().message(error);
+  if (error == EFBIG) {
+    if (uint64_t limit = file_size_limit()) {
+      text += detail::concat(" (this process may write files of at most ", limit, " bytes: ulimit -f)");
+    }
+  }
+  return text;
+}
 
 FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
   if (this != &other) {
@@ -73,6 +93,16 @@ FileDescriptor open_regular_file(const std::string& path, uint64_t* size) {
 
 int write_all(int fd, const void* data, size_t count) {
   const auto* bytes = static_cast<const char*>(data);
+  // A write past the file size limit raises SIGXFSZ, which kills the process without a word:
+  // write up to the limit, then fail with EFBIG as the kernel would with SIGXFSZ ignored.
+  if (const uint64_t limit = file_size_limit(); limit > 0 && count > 0) {
+    const off_t position = ::lseek(fd, 0, SEEK_CUR);
+    if (position >= 0 && static_cast<uint64_t>(position) + count > limit) {
+      const uint64_t room = limit > static_cast<uint64_t>(position) ? limit - static_cast<uint64_t>(position) : 0;
+      if (int error = write_all(fd, bytes, static_cast<size_t>(room)); error != 0) return error;
+      return EFBIG;
+    }
+  }
   while (count > 0) {
     ssize_t written = ::write(fd, bytes, std::min(count, max_chunk));
     if (written < 0) {

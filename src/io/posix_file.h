@@ -8,7 +8,8 @@
 
 namespace tessera::io {
 
-// strerror(error), without strerror's shared buffer.
+// strerror(error), without strerror's shared buffer; for EFBIG also the process's file
+// size limit (ulimit -f) when it has one.
 std::string os_error(int error);
 
 class FileDescriptor {
@@ -45,7 +46,9 @@ FileDescriptor open_regular_file(const std::string& path, uint64_t* size = nullp
 // "a directory", "a FIFO (named pipe)", "a socket", ... for a stat st_mode.
 std::string file_type_name(unsigned mode);
 
-// Writes all `count` bytes; returns 0 or the errno of the failing write.
+// Writes all `count` bytes; returns 0 or the errno of the failing write. Bytes that would
+// pass the process's file size limit (ulimit -f) are not written: EFBIG instead of the
+// SIGXFSZ that would kill the process with no message.
 int write_all(int fd, const void* data, size_t count);
 // Reads up to `count` bytes at `offset`, stopping early only at the end of the file.
 // Returns the bytes read, or -errno.

@@ -1,10 +1,11 @@
 // A checkpoint folder's safety, at one rank: resuming never silently starts from scratch
 // while checkpoints exist (whatever happened to `latest`), a new run never prunes or
 // replaces another run's checkpoints unless told to, two jobs cannot write one folder,
-// and files that are not regular files (FIFOs, directories) are refused at once, never
-// waited on or misdescribed.
+// files that are not regular files (FIFOs, directories) are refused at once, never
+// waited on or misdescribed, and a save past the file size limit fails with a message.
 #include "checkpoint_test_support.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -217,4 +218,43 @@ TEST_CASE("files that are not regular files are refused at once: a FIFO metadata
     });
     CHECK(contains(message, "checkpoint folder '" + dir.file("a-file") + "' is a regular file, not a folder"));
   }
+}
+
+TEST_CASE("a save past the file size limit (ulimit -f) fails with a message, not a silent SIGXFSZ death") {
+  TempDir dir;
+  Trained trained(one_rank(), 1);
+  const std::string root = three_checkpoints(dir, trained);
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    const struct rlimit limit{.rlim_cur = 1024, .rlim_max = RLIM_INFINITY};
+    std::string message = "setrlimit failed";
+    if (::setrlimit(RLIMIT_FSIZE, &limit) == 0) {
+      ckpt::CheckpointManager manager(root);
+      message = error_of([&] {
+        manager.restore(trained.model, trained.with());
+        manager.save(trained.model, trained.with(), {.step = 4});
+      });
+    }
+    (void)::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buffer[4096];
+  for (ssize_t got; (got = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) message.append(buffer, static_cast<size_t>(got));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK_MESSAGE(!WIFSIGNALED(status), "killed by signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  CHECK(contains(message, "cannot save '" + root + "/"));
+  CHECK(contains(message, "File too large (this process may write files of at most 1024 bytes: ulimit -f)"));
+  // The failed save left the previous checkpoints as they were.
+  ckpt::CheckpointManager manager(root);
+  CHECK(manager.latest() == root + "/step-00000003");
+  Trained target(one_rank(), 0, 9);
+  CHECK(manager.restore(target.model, target.with())->step == 3);
 }
