@@ -24,6 +24,7 @@
 #include "mnist_net.h"
 #include "command_line.h"
 #include "finite_loss.h"
+#include "initial_weights.h"
 #include "printer.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
@@ -256,7 +257,9 @@ int run(int argc, char** argv) {
     sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32, .output_dtype = ts::DType::f32};
   }
   ts::fsdp::fully_shard(model, group, sharding);
-  if (!options.init.empty()) model.load_state_dict(ts::io::load(options.init));
+  if (!options.init.empty()) {
+    model.load_state_dict(example::read_initial_weights(model, ts::io::SafetensorsFile(options.init)));
+  }
   auto optimizer = make_optimizer(options, model.parameters());
   ts::optim::StepLR scheduler(*optimizer, 1, options.gamma);
   const ts::checkpoint::Stateful stateful{.optimizer = optimizer.get(), .scheduler = &scheduler};

@@ -23,12 +23,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include <tessera/tessera.h>
 
 #include "command_line.h"
 #include "finite_loss.h"
+#include "initial_weights.h"
 #include "printer.h"
 
 namespace ts = tessera;
@@ -162,17 +164,16 @@ void average_running_statistics(ts::nn::Module& model, ts::dist::ProcessGroup& w
 
 // --init: torchvision-named weights. A head for another number of classes is dropped.
 void load_initial_weights(ts::models::ResNet& model, const Options& options, Reporter& report) {
-  ts::StateDict weights = ts::io::load(options.init);
+  const ts::io::SafetensorsFile file(options.init);  // the header only
   const int64_t classes = model.options().num_classes;
-  if (weights.contains("fc.weight") && weights.at("fc.weight").dim() == 2 && weights.at("fc.weight").size(0) != classes) {
-    report.line(ts::detail::concat("--init: ", options.init, " has a head for ", weights.at("fc.weight").size(0),
+  const bool other_head = file.contains("fc.weight") && file.entry("fc.weight").shape.size() == 2 &&
+                          file.entry("fc.weight").shape[0] != classes;
+  if (other_head) {
+    report.line(ts::detail::concat("--init: ", options.init, " has a head for ", file.entry("fc.weight").shape[0],
                                    " classes; fc starts from its initialisation for ", classes));
-    weights.erase("fc.weight");
-    weights.erase("fc.bias");
-    model.load_state_dict(weights, false);
-  } else {
-    model.load_state_dict(weights);
   }
+  const std::set<std::string> skipped = other_head ? std::set<std::string>{"fc.weight", "fc.bias"} : std::set<std::string>{};
+  model.load_state_dict(example::read_initial_weights(model, file, !other_head, skipped), !other_head);
 }
 
 int run(int argc, char** argv) {

@@ -170,6 +170,8 @@ StateDict full_state_dict(nn::Module& root, const FullStateDictOptions& options 
 // Loads an unsharded state dict (every rank passes the full tensors; each keeps its slice).
 // What model.load_state_dict() does once sharded. Strictness as Module::load_state_dict.
 void load_full_state_dict(nn::Module& root, const StateDict& state, bool strict = true);
+// The names and shapes load_full_state_dict expects (model.state_shapes() once sharded).
+std::vector<std::pair<std::string, Shape>> full_state_shapes(nn::Module& root);
 
 // How a sharded model is laid out: one entry per unit, in the order units were made.
 struct UnitInfo {

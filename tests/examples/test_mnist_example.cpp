@@ -2,6 +2,7 @@
 // output, its flags, saving and loading weights, and the clear errors and non-zero exit
 // it gives for missing, truncated and corrupt files.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <tessera/tessera.h>
 
@@ -102,6 +103,38 @@ TEST_CASE("--save writes PyTorch-named weights that --init loads back") {
   Run loaded = run_example(common + " --init " + weights);
   INFO(loaded.err);
   CHECK(loaded.status == 0);
+}
+
+TEST_CASE("--init checks the file's names and shapes before reading it: a sparse 16 GiB tensor of the wrong shape costs nothing") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  const std::string common = "--data " + data.path().string() + " --dry-run --json --threads 1";
+  const std::string weights = (data / "net.safetensors").string();
+  REQUIRE(run_example(common + " --save " + weights).status == 0);
+  // Under a 6 GB address-space limit the run still works with the right file, but could not
+  // allocate the 16 GiB tensor: only a check before reading gives the shape error.
+  const std::string limited = "ulimit -v 6000000 && ";
+  Run control = test_support::run_program(limited + test_support::program_from_env("MNIST_EXAMPLE") + " " + common +
+                                          " --init " + weights);
+  INFO(control.err);
+  REQUIRE(control.status == 0);
+
+  const std::string hostile = (data / "hostile.safetensors").string();
+  const uint64_t tensor_bytes = uint64_t{16} << 30;
+  std::string header = "{\"conv1.weight\":{\"dtype\":\"F32\",\"shape\":[4194304,1024],\"data_offsets\":[0," +
+                       std::to_string(tensor_bytes) + "]}}";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  Bytes bytes(8, 0);
+  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<uint8_t>((header.size() >> (8 * i)) & 0xFF);
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  data_test::write_raw(hostile, bytes);
+  REQUIRE(::truncate(hostile.c_str(), static_cast<off_t>(bytes.size() + tensor_bytes)) == 0);  // sparse
+  Run refused = test_support::run_program(limited + test_support::program_from_env("MNIST_EXAMPLE") + " " + common +
+                                          " --init " + hostile);
+  CHECK(refused.status == 1);
+  CHECK(contains(refused.err, "load_state_dict: the state does not match this Net (--init " + hostile + ")."));
+  CHECK(contains(refused.err, "conv1.weight: checkpoint [4194304, 1024], model [32, 1, 3, 3]"));
+  CHECK(contains(refused.err, "missing keys:"));
 }
 
 TEST_CASE("missing, truncated and corrupt inputs end with a clear error and a non-zero exit") {
