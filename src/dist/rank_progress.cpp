@@ -1,6 +1,7 @@
 // Snapshots of ranks' collectives: their wire form and what the watchdog reads in them.
 #include "tessera/dist/rank_progress.h"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -29,6 +30,21 @@ T parse_number(std::string_view text) {
   return value;
 }
 
+// Whether `rank` belongs to `group` as rank `asking` knows it (a group of some ranks, made
+// by splitting the world, lists its members).
+bool is_member(const Answers& answers, int asking, std::string_view group, int rank) {
+  const std::optional<RankProgress>& own = answers[static_cast<size_t>(asking)];
+  const GroupProgress* progress = own ? own->find(group) : nullptr;
+  if (progress == nullptr || progress->members.empty()) return true;
+  return std::find(progress->members.begin(), progress->members.end(), rank) != progress->members.end();
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ",") + std::to_string(rank);
+  return text;
+}
+
 std::string plural(uint64_t count, const char* noun) {
   return detail::concat(count, " ", noun, count == 1 ? "" : "s");
 }
@@ -50,7 +66,7 @@ std::string holdups(const Answers& answers, int asking, std::string_view group, 
   std::ostringstream out;
   int count = 0;
   for (int rank = 0; rank < static_cast<int>(answers.size()); ++rank) {
-    if (rank == asking) continue;
+    if (rank == asking || !is_member(answers, asking, group, rank)) continue;
     if (std::optional<std::string> reason = holdup(answers, rank, group, sequence, call)) {
       out << (count++ > 0 ? "; " : "") << "rank " << rank << " (" << *reason << ")";
     }
@@ -70,7 +86,7 @@ std::string RankProgress::encode() const {
   out << "rank\t" << changes << '\t' << (waiting ? 1 : 0) << '\t' << (exiting ? 1 : 0);
   for (const GroupProgress& group : groups) {
     out << "\ngroup\t" << group.group << '\t' << group.issued << '\t' << group.begun << '\t' << (group.running ? 1 : 0)
-        << '\t' << group.running_seconds << '\t' << group.call;
+        << '\t' << group.running_seconds << '\t' << join_ranks(group.members) << '\t' << group.call;
   }
   return out.str();
 }
@@ -85,14 +101,17 @@ RankProgress RankProgress::decode(std::string_view text) {
   progress.exiting = parse_number<int>(head[3]) != 0;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string_view> fields = split(lines[i], '\t');
-    TS_CHECK(fields.size() == 7 && fields[0] == "group", ValueError, "rank progress: unexpected line '", lines[i], "'");
+    TS_CHECK(fields.size() == 8 && fields[0] == "group", ValueError, "rank progress: unexpected line '", lines[i], "'");
     GroupProgress group;
     group.group = fields[1];
     group.issued = parse_number<uint64_t>(fields[2]);
     group.begun = parse_number<uint64_t>(fields[3]);
     group.running = parse_number<int>(fields[4]) != 0;
     group.running_seconds = std::stod(std::string(fields[5]));
-    group.call = fields[6];
+    if (!fields[6].empty()) {
+      for (std::string_view member : split(fields[6], ',')) group.members.push_back(parse_number<int>(member));
+    }
+    group.call = fields[7];
     progress.groups.push_back(std::move(group));
   }
   return progress;

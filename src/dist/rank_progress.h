@@ -29,6 +29,7 @@ struct GroupProgress {
   bool running = false;    // the thread is inside collective #(begun - 1) now
   std::string call;        // that collective, "#5 all_reduce(sum) float32 x 10", while running
   double running_seconds = 0;
+  std::vector<int> members;  // the group's world ranks, ascending; empty: every rank
 
   bool operator==(const GroupProgress&) const = default;
 };
@@ -54,7 +55,8 @@ using Answers = std::vector<std::optional<RankProgress>>;
 
 // Why `rank` holds back collective #`sequence` on `group` (described as `call` on the
 // rank asking), "it has issued 2 collectives on group 'world', not yet #2"; nullopt when
-// it does not: it has begun the same call or is past it.
+// it does not: it has begun the same call or is past it. Only members of the group (as the
+// rank asking records them) can hold its calls back.
 std::optional<std::string> holdup(const Answers& answers, int rank, std::string_view group, uint64_t sequence,
                                   std::string_view call);
 // Every other rank that holds it back, with the reason: "rank 1 (it did not answer: ...);

@@ -4,6 +4,7 @@
 // and the RankProgress encoding, a failure the message every rank prints.
 #include "tessera/dist/watchdog.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -89,6 +90,15 @@ void CollectiveWatchdog::wait_ends() {
 void CollectiveWatchdog::exiting() {
   std::lock_guard lock(mutex_);
   exiting_ = true;
+  changed();
+}
+
+void CollectiveWatchdog::set_members(const std::string& group, std::vector<int> world_ranks) {
+  std::sort(world_ranks.begin(), world_ranks.end());
+  std::lock_guard lock(mutex_);
+  GroupProgress& progress = groups_[group].progress;
+  progress.group = group;
+  progress.members = std::move(world_ranks);
   changed();
 }
 

@@ -58,6 +58,9 @@ class CollectiveWatchdog {
   void wait_ends();
   // The rank returned from main (its exit handshake runs next).
   void exiting();
+  // `group` spans only these world ranks (a split of the world; unknown groups span all):
+  // other ranks never hold its calls back. As ExitWatch::set_members.
+  void set_members(const std::string& group, std::vector<int> world_ranks);
 
  private:
   struct Group {

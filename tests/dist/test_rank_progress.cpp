@@ -37,7 +37,7 @@ TEST_CASE("rank progress survives its wire form, and other text is refused") {
   CHECK(RankProgress::decode(progress.encode()) == progress);
   CHECK(RankProgress::decode(rank({}).encode()) == rank({}));
   CHECK(contains(test_support::error_of([] { RankProgress::decode("hello"); }), "rank progress: unexpected first line"));
-  CHECK(contains(test_support::error_of([] { RankProgress::decode("rank\t1\t0\t0\ngroup\tworld\tx\t1\t0\t0\t"); }),
+  CHECK(contains(test_support::error_of([] { RankProgress::decode("rank\t1\t0\t0\ngroup\tworld\tx\t1\t0\t0\t\t"); }),
                  "expected a number, got 'x'"));
 }
 
@@ -98,4 +98,29 @@ TEST_CASE("a deadlock: every rank waits and no call in flight can complete") {
   CHECK(tessera::dist::deadlock_message(completing, 0).empty());
   Answers one_done{rank({in("world", 3, "barrier")}), rank({idle("world", 4), in("world.1", 0, "barrier")})};
   CHECK(tessera::dist::deadlock_message(one_done, 0).empty());  // rank 1 left #3: rank 0 will too
+}
+
+TEST_CASE("groups of some ranks: only their members hold their calls back") {
+  // A 4-rank world split in two shard groups ({0, 1} and {2, 3}, as a DeviceMesh makes):
+  // each pair waits in its own group's barrier, which completes. No deadlock.
+  auto of = [](GroupProgress progress, std::vector<int> members) {
+    progress.members = std::move(members);
+    return progress;
+  };
+  const GroupProgress first = of(in("world.split0.0", 0, "barrier"), {0, 1});
+  const GroupProgress second = of(in("world.split0.1", 0, "barrier"), {2, 3});
+  Answers pairs{rank({idle("world", 1), first}), rank({idle("world", 1), first}), rank({idle("world", 1), second}),
+                rank({idle("world", 1), second})};
+  CHECK(tessera::dist::deadlock_message(pairs, 0).empty());
+  RankProgress with_members = *pairs[2];
+  CHECK(RankProgress::decode(with_members.encode()) == with_members);
+
+  // Rank 1 computes past the timeout: it alone did not arrive; ranks 2 and 3 are no members.
+  Answers late = pairs;
+  late[1] = rank({idle("world", 1), of(idle("world.split0.0", 0), {0, 1})}, false);
+  std::string message =
+      tessera::dist::timeout_message(late, 0, "world.split0.0", 0, "#0 barrier", std::chrono::milliseconds(1000));
+  CHECK(contains(message, "Did not arrive: rank 1 (it has issued 0 collectives on group 'world.split0.0', not yet #0)."));
+  CHECK_FALSE(contains(message, "rank 2 ("));
+  CHECK_FALSE(contains(message, "rank 3 ("));
 }
