@@ -23,11 +23,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include <tessera/tessera.h>
 
 #include "command_line.h"
+#include "finite_loss.h"
+#include "initial_weights.h"
 #include "printer.h"
 
 namespace ts = tessera;
@@ -158,17 +161,16 @@ void average_running_statistics(ts::nn::Module& model, ts::dist::ProcessGroup& w
 
 // --init: torchvision-named weights. A head for another number of classes is dropped.
 void load_initial_weights(ts::models::ResNet& model, const Options& options, Reporter& report) {
-  ts::StateDict weights = ts::io::load(options.init);
+  const ts::io::SafetensorsFile file(options.init);  // the header only
   const int64_t classes = model.options().num_classes;
-  if (weights.contains("fc.weight") && weights.at("fc.weight").dim() == 2 && weights.at("fc.weight").size(0) != classes) {
-    report.line(ts::str("--init: ", options.init, " has a head for ", weights.at("fc.weight").size(0),
+  const bool other_head = file.contains("fc.weight") && file.entry("fc.weight").shape.size() == 2 &&
+                          file.entry("fc.weight").shape[0] != classes;
+  if (other_head) {
+    report.line(ts::str("--init: ", options.init, " has a head for ", file.entry("fc.weight").shape[0],
                                    " classes; fc starts from its initialisation for ", classes));
-    weights.erase("fc.weight");
-    weights.erase("fc.bias");
-    model.load_state_dict(weights, false);
-  } else {
-    model.load_state_dict(weights);
   }
+  const std::set<std::string> skipped = other_head ? std::set<std::string>{"fc.weight", "fc.bias"} : std::set<std::string>{};
+  model.load_state_dict(example::read_initial_weights(model, file, !other_head, skipped), !other_head);
 }
 
 struct TrainedEpoch {
@@ -190,6 +192,7 @@ TrainedEpoch train_epoch(ts::models::ResNet& model, ts::optim::SGD& optimizer, c
 
     ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
     world.all_reduce(global_loss);
+    example::require_finite_loss(global_loss.item<double>(), ts::str("epoch ", epoch, ", batch ", batch.index));
     out.loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
     out.samples += batch.global_rows;
     if (batch.index % options.log_interval == 0 || options.dry_run) {
@@ -210,7 +213,7 @@ struct Validation {
 // batch, some with no rows, so that FSDP's collectives stay in step); the sums are
 // all-reduced.
 Validation evaluate(ts::models::ResNet& model, const data::DataLoader& loader, ts::dist::ProcessGroup& world,
-                    const Options& options) {
+                    const Options& options, int64_t epoch) {
   model.eval();
   ts::Tensor totals = ts::zeros({3}, {.dtype = ts::DType::f64});  // loss sum, correct, images
   {
@@ -227,6 +230,7 @@ Validation evaluate(ts::models::ResNet& model, const data::DataLoader& loader, t
   }
   world.all_reduce(totals);
   std::vector<double> sums = totals.to_vector<double>();
+  example::require_finite_loss(sums[0], ts::str("the validation set after epoch ", epoch));
   return {.loss_sum = sums[0], .correct = static_cast<int64_t>(sums[1]), .images = static_cast<int64_t>(sums[2])};
 }
 
@@ -302,7 +306,7 @@ int run(int argc, char** argv) {
     const TrainedEpoch trained = train_epoch(*model, optimizer, train_loader, *world, options, report, epoch);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     average_running_statistics(*model, *world);
-    const Validation validation = evaluate(*model, val_loader, *world, options);
+    const Validation validation = evaluate(*model, val_loader, *world, options, epoch);
     report.epoch(epoch, trained.loss_sum / static_cast<double>(std::max<int64_t>(trained.samples, 1)),
                  validation.loss_sum / static_cast<double>(std::max<int64_t>(validation.images, 1)), validation.correct,
                  validation.images, lr, static_cast<double>(trained.samples) / seconds, seconds);
