@@ -198,7 +198,6 @@ class Reporter : public example::Printer {
  public:
   Reporter(const Options& options, bool is_rank0) : Printer(options.json, is_rank0) {}
 
-
   void epoch(int64_t epoch, double train_loss, double test_loss, int64_t correct, int64_t test_total,
              double samples_per_s, double seconds) {
     if (!active()) return;
@@ -226,58 +225,77 @@ class Reporter : public example::Printer {
       std::fflush(stdout);
     }
   }
-
-
 };
 
-int run(int argc, char** argv) {
-  auto world = ts::dist::init(argc, argv);
-  Options options = parse_options(argc, argv);
-  if (options.threads > 0) ts::set_num_threads(options.threads);
-  Reporter report(options, world->rank() == 0);
-
-  ts::data::MNIST train_set(options.data, ts::data::Split::train, ts::data::kMnistNormalize);
-  ts::data::MNIST test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize);
-  ts::data::DistributedSampler sampler{.rank = world->rank(), .world_size = world->size()};
-
-  const ts::Device device =
-      options.device == "cuda" ? ts::Device::cuda(ts::dist::default_cuda_device(*world)) : ts::Device::cpu();
-  if (options.tf32) ts::cuda::set_allow_tf32(true);
-  std::shared_ptr<ts::dist::ProcessGroup> group = collective_group(options, world, device);
-
+// One training run, in the parts PyTorch's example has: setup (the constructor: data,
+// device, the sharded model, optimizer and schedule, checkpoints), resume, train_epoch,
+// evaluate, save_checkpoint, and finish; run() below drives them epoch by epoch.
+struct Run {
+  Options options;
+  std::shared_ptr<ts::dist::ProcessGroup> world;
+  Reporter report;
+  ts::data::MNIST train_set, test_set;
+  ts::data::DistributedSampler sampler;
+  ts::Device device;
+  std::shared_ptr<ts::dist::ProcessGroup> group;  // FSDP's collectives (NCCL on GPUs)
   mnist::Net model;
-  model.reset_parameters(options.seed);
-  // Each rank's loss is its rows' sum over the global batch size, and gradients are summed:
-  // exact at any world size, even when the batch does not split evenly. Shards, gathered
-  // buffers and gradients live on `device`.
-  ts::fsdp::FullyShardOptions sharding{.gradient_reduction = ts::dist::ReduceOp::sum, .device = device};
-  if (options.mixed_precision == "bf16") {
-    // The layers compute in bfloat16; their outputs return to float32 for pooling, dropout
-    // and the loss. Gradients are reduced in float32.
-    sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32, .output_dtype = ts::DType::f32};
-  }
-  ts::fsdp::fully_shard(model, group, sharding);
-  if (!options.init.empty()) {
-    model.load_state_dict(example::read_initial_weights(model, ts::io::SafetensorsFile(options.init)));
-  }
-  auto optimizer = make_optimizer(options, model.parameters());
-  ts::optim::StepLR scheduler(*optimizer, 1, options.gamma);
-  const ts::checkpoint::Stateful stateful{.optimizer = optimizer.get(), .scheduler = &scheduler};
+  std::unique_ptr<ts::optim::Optimizer> optimizer;
+  std::optional<ts::optim::StepLR> scheduler;
+  std::optional<ts::checkpoint::CheckpointManager> checkpoints;
 
   // Where training stands: epochs count from 1; `batch` batches of `epoch` are done.
-  ts::checkpoint::TrainingState state{.step = 0, .epoch = 1, .batch = 0, .seed = options.seed};
+  ts::checkpoint::TrainingState state;
   double loss_sum = 0;  // this epoch's global loss sum before this run's steps (a resumed epoch's)
   int64_t samples = 0;
-  std::optional<ts::checkpoint::CheckpointManager> checkpoints;
-  if (!options.checkpoint_dir.empty()) {
-    checkpoints.emplace(options.checkpoint_dir,
-                        ts::checkpoint::CheckpointManagerOptions{.keep_last = options.keep_checkpoints,
-                                                                 .overwrite = options.overwrite_checkpoints});
-    // Before training: another job in the folder, or another run's checkpoints, fail now.
-    if (!options.resume) checkpoints->claim(*world);
+  // This rank's loss sum of the steps run since, on the device: the host reads it only when it reports.
+  ts::Tensor local_loss_sum;
+  // The position last saved (or resumed from): the end of training saves unless it is that.
+  std::pair<uint64_t, int64_t> saved_at;
+
+  Run(Options options_in, std::shared_ptr<ts::dist::ProcessGroup> world_in)
+      : options(std::move(options_in)),
+        world(std::move(world_in)),
+        report(options, world->rank() == 0),
+        train_set(options.data, ts::data::Split::train, ts::data::kMnistNormalize),
+        test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize),
+        sampler{.rank = world->rank(), .world_size = world->size()},
+        device(options.device == "cuda" ? ts::Device::cuda(ts::dist::default_cuda_device(*world)) : ts::Device::cpu()),
+        group(collective_group(options, world, device)),
+        state{.step = 0, .epoch = 1, .batch = 0, .seed = options.seed},
+        local_loss_sum(ts::zeros({}, {.dtype = ts::DType::f64, .device = device})) {
+    if (options.tf32) ts::cuda::set_allow_tf32(true);
+    model.reset_parameters(options.seed);
+    // Each rank's loss is its rows' sum over the global batch size, and gradients are summed:
+    // exact at any world size, even when the batch does not split evenly. Shards, gathered
+    // buffers and gradients live on `device`.
+    ts::fsdp::FullyShardOptions sharding{.gradient_reduction = ts::dist::ReduceOp::sum, .device = device};
+    if (options.mixed_precision == "bf16") {
+      // The layers compute in bfloat16; their outputs return to float32 for pooling, dropout
+      // and the loss. Gradients are reduced in float32.
+      sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32, .output_dtype = ts::DType::f32};
+    }
+    ts::fsdp::fully_shard(model, group, sharding);
+    if (!options.init.empty()) {
+      model.load_state_dict(example::read_initial_weights(model, ts::io::SafetensorsFile(options.init)));
+    }
+    optimizer = make_optimizer(options, model.parameters());
+    scheduler.emplace(*optimizer, 1, options.gamma);
+    if (!options.checkpoint_dir.empty()) {
+      checkpoints.emplace(options.checkpoint_dir,
+                          ts::checkpoint::CheckpointManagerOptions{.keep_last = options.keep_checkpoints,
+                                                                   .overwrite = options.overwrite_checkpoints});
+      // Before training: another job in the folder, or another run's checkpoints, fail now.
+      if (!options.resume) checkpoints->claim(*world);
+    }
+    saved_at = {state.step, state.epoch};
   }
-  if (options.resume) {
-    if (auto restored = checkpoints->restore(model, stateful)) {
+
+  ts::checkpoint::Stateful stateful() { return {.optimizer = optimizer.get(), .scheduler = &*scheduler}; }
+
+  // --resume: the latest checkpoint's model, optimizer, schedule and position, if there is
+  // one (the newest complete one when latest is missing or damaged, saying so).
+  void resume() {
+    if (auto restored = checkpoints->restore(model, stateful())) {
       const ts::checkpoint::ResumePoint& from = *checkpoints->resumed_from();
       if (!from.note.empty()) report.line("--resume: " + from.note);
       const ts::io::json::Value& extra = restored->extra;
@@ -286,49 +304,40 @@ int run(int argc, char** argv) {
         throw ts::ValueError("--resume: " + from.path + " was not saved by this example");
       }
       if (batch_size->as_int() != options.batch_size) {
-        throw ts::ValueError(ts::detail::concat("--resume: ", from.path, " was saved with --batch-size ",
-                                                batch_size->as_int(), "; resume with the same batch size"));
+        throw ts::ValueError(ts::str("--resume: ", from.path, " was saved with --batch-size ",
+                                     batch_size->as_int(), "; resume with the same batch size"));
       }
       state = *restored;
       loss_sum = extra.at("loss_sum").as_double();
       samples = extra.at("samples").as_int();
+      saved_at = {state.step, state.epoch};
       report.checkpoint("resume", from.path, state);
-      if (state.seed != options.seed) report.line(ts::detail::concat("using the checkpoint's seed ", state.seed));
+      if (state.seed != options.seed) report.line(ts::str("using the checkpoint's seed ", state.seed));
     } else {
       report.line("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
     }
   }
-  ts::data::DataLoader train_loader(train_set, {.batch_size = options.batch_size, .shuffle = true,
-                                                .seed = state.seed, .sampler = sampler});
-  ts::data::DataLoader test_loader(test_set, {.batch_size = options.test_batch_size, .sampler = sampler});
-  report.line(ts::detail::concat("MNIST: ", train_set.size(), " training and ", test_set.size(),
-                                 " test images; ", world->size(), " rank(s), ", ts::get_num_threads(),
-                                 " thread(s) each; ", options.optimizer, " lr ", optimizer->lr(),
-                                 device.is_cuda() ? ts::detail::concat("; ", device.str(), " (", ts::cuda::device_name(device.index),
-                                                                       "), collectives on ", group->backend_name(),
-                                                                       options.mixed_precision == "bf16" ? ", bfloat16 compute" : "")
-                                                  : std::string()));
 
-  // The position last saved (or resumed from): the end of training saves unless it is that.
-  std::pair<uint64_t, int64_t> saved_at{state.step, state.epoch};
-  // This rank's loss sum of the steps run since, on the device: the host reads it only when it reports.
-  ts::Tensor local_loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
-  auto epoch_loss_sum = [&] { return loss_sum + global_sum(*world, local_loss_sum); };
-  auto where = [&] { return ts::detail::concat("epoch ", state.epoch, ", batch ", state.batch, " (step ", state.step, ")"); };
-  auto save_checkpoint = [&] {
+  double epoch_loss_sum() { return loss_sum + global_sum(*world, local_loss_sum); }
+
+  // Where training stands, for the message of a loss that is no longer finite.
+  std::string where() const { return ts::str("epoch ", state.epoch, ", batch ", state.batch, " (step ", state.step, ")"); }
+
+  void save_checkpoint() {
     ts::checkpoint::TrainingState saved = state;
     const double loss_so_far = epoch_loss_sum();
     example::require_finite_loss(loss_so_far, where());
     saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", loss_so_far}, {"samples", samples}};
-    report.checkpoint("checkpoint", checkpoints->save(model, stateful, saved), saved);
+    report.checkpoint("checkpoint", checkpoints->save(model, stateful(), saved), saved);
     saved_at = {state.step, state.epoch};
-  };
+  }
 
-  while (state.epoch <= options.epochs) {
+  // PyTorch's train(): the rest of epoch state.epoch (from batch state.batch on). Returns the
+  // samples this call trained on.
+  int64_t train_epoch(const ts::data::DataLoader& loader) {
     model.train();
-    auto started = std::chrono::steady_clock::now();
     int64_t samples_this_run = 0;
-    ts::data::Epoch batches = train_loader.epoch(state.epoch, state.batch);
+    ts::data::Epoch batches = loader.epoch(state.epoch, state.batch);
     for (const ts::data::Batch& batch : batches) {
       ts::nn::BatchScope scope({.seed = state.seed, .step = state.step, .first_row = batch.first_row});
       optimizer->zero_grad();
@@ -347,24 +356,29 @@ int run(int argc, char** argv) {
       if (batch.index % options.log_interval == 0 || options.dry_run) {
         const double reported = global_sum(*world, local_loss);
         example::require_finite_loss(reported, where());
-        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), reported);
+        report.train(state.epoch, batch.index, loader.size(), samples, loader.dataset_size(), reported);
       }
       if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
         save_checkpoint();
       }
       if (options.dry_run) break;
     }
-    const double train_loss_sum = epoch_loss_sum();  // waits for the device: the epoch's end
-    example::require_finite_loss(train_loss_sum, where());
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return samples_this_run;
+  }
 
-    // Test: each rank evaluates its part of every test batch; the sums are all-reduced.
+  struct Evaluation {
+    double loss_sum = 0, correct = 0;
+    int64_t tested = 0;
+  };
+
+  // PyTorch's test(): each rank evaluates its part of every test batch; the sums are all-reduced.
+  Evaluation evaluate(const ts::data::DataLoader& loader) {
     model.eval();
     ts::Tensor test_loss = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
     ts::Tensor correct = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
     {
       ts::NoGradGuard no_grad;
-      for (const ts::data::Batch& batch : test_loader.epoch(0)) {
+      for (const ts::data::Batch& batch : loader.epoch(0)) {
         ts::Tensor output = model(batch.data.to(device));
         ts::Tensor target = batch.target.to(device);
         test_loss.add_(ts::nll_loss(output, target, {.reduction = ts::Reduction::sum}).to(ts::DType::f64));
@@ -373,33 +387,67 @@ int run(int argc, char** argv) {
       }
     }
     const double test_loss_sum = global_sum(*world, test_loss);
-    example::require_finite_loss(test_loss_sum, ts::detail::concat("the test set after epoch ", state.epoch));
-    const double correct_sum = global_sum(*world, correct);
-    int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
-    report.epoch(state.epoch, train_loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), test_loss_sum / tested,
-                 static_cast<int64_t>(correct_sum), tested, static_cast<double>(samples_this_run) / seconds, seconds);
-    scheduler.step();
+    example::require_finite_loss(test_loss_sum, ts::str("the test set after epoch ", state.epoch));
+    return {.loss_sum = test_loss_sum, .correct = global_sum(*world, correct),
+            .tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size()};
+  }
+
+  // After the last epoch: a final checkpoint (a dry run saves only what --checkpoint-every
+  // asks for), the weights with --save, and FSDP's memory report.
+  void finish() {
+    if (checkpoints && !options.dry_run && saved_at != std::pair<uint64_t, int64_t>{state.step, state.epoch}) {
+      save_checkpoint();
+    }
+    if (!options.save.empty()) {
+      ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
+      if (world->rank() == 0) {
+        ts::io::save(weights, options.save);
+        report.line("saved " + options.save);
+      }
+    }
+    report.line(ts::fsdp::memory_report(model).str());
+  }
+};
+
+int run(int argc, char** argv) {
+  auto world = ts::dist::init(argc, argv);
+  Options options = parse_options(argc, argv);
+  if (options.threads > 0) ts::set_num_threads(options.threads);
+  Run training(options, world);
+  if (options.resume) training.resume();
+  ts::data::DataLoader train_loader(training.train_set, {.batch_size = options.batch_size, .shuffle = true,
+                                                         .seed = training.state.seed, .sampler = training.sampler});
+  ts::data::DataLoader test_loader(training.test_set, {.batch_size = options.test_batch_size, .sampler = training.sampler});
+  const ts::Device device = training.device;
+  training.report.line(ts::str("MNIST: ", training.train_set.size(), " training and ", training.test_set.size(),
+                               " test images; ", world->size(), " rank(s), ", ts::get_num_threads(), " thread(s) each; ",
+                               options.optimizer, " lr ", training.optimizer->lr(),
+                               device.is_cuda() ? ts::str("; ", device.str(), " (", ts::cuda::device_name(device.index),
+                                                          "), collectives on ", training.group->backend_name(),
+                                                          options.mixed_precision == "bf16" ? ", bfloat16 compute" : "")
+                                                : std::string()));
+
+  ts::checkpoint::TrainingState& state = training.state;
+  while (state.epoch <= options.epochs) {
+    auto started = std::chrono::steady_clock::now();
+    const int64_t samples_this_run = training.train_epoch(train_loader);
+    const double train_loss_sum = training.epoch_loss_sum();  // waits for the device: the epoch's end
+    example::require_finite_loss(train_loss_sum, training.where());
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const Run::Evaluation test = training.evaluate(test_loader);
+    training.report.epoch(state.epoch, train_loss_sum / static_cast<double>(std::max<int64_t>(training.samples, 1)),
+                          test.loss_sum / test.tested, static_cast<int64_t>(test.correct), test.tested,
+                          static_cast<double>(samples_this_run) / seconds, seconds);
+    training.scheduler->step();
     if (options.dry_run) break;
     ++state.epoch;
     state.batch = 0;
-    loss_sum = 0;
-    local_loss_sum.zero_();
-    samples = 0;
-    if (checkpoints && options.checkpoint_every == 0) save_checkpoint();
+    training.loss_sum = 0;
+    training.local_loss_sum.zero_();
+    training.samples = 0;
+    if (training.checkpoints && options.checkpoint_every == 0) training.save_checkpoint();
   }
-  // At the end of training (a dry run saves only what --checkpoint-every asks for).
-  if (checkpoints && !options.dry_run && saved_at != std::pair<uint64_t, int64_t>{state.step, state.epoch}) {
-    save_checkpoint();
-  }
-
-  if (!options.save.empty()) {
-    ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
-    if (world->rank() == 0) {
-      ts::io::save(weights, options.save);
-      report.line("saved " + options.save);
-    }
-  }
-  report.line(ts::fsdp::memory_report(model).str());
+  training.finish();
   return 0;
 }
 

@@ -17,7 +17,6 @@ struct Net : ts::nn::Module {
     register_modules({{"conv1", conv1}, {"conv2", conv2}, {"dropout1", dropout1},
                       {"dropout2", dropout2}, {"fc1", fc1}, {"fc2", fc2}});
   }
-  std::string type_name() const override { return "Net"; }
 
   ts::Tensor forward(ts::Tensor x) override {
     x = ts::relu(conv1(x));

@@ -133,7 +133,6 @@ class Reporter : public example::Printer {
  public:
   Reporter(const Options& options, bool is_rank0) : Printer(options.json, is_rank0) {}
 
-
   void epoch(int64_t epoch, double train_loss, double val_loss, int64_t correct, int64_t val_total, double lr,
              double samples_per_s, double seconds) {
     if (!active()) return;
@@ -149,8 +148,6 @@ class Reporter : public example::Printer {
                 static_cast<long long>(val_total), 100.0 * accuracy, lr, samples_per_s, seconds);
     std::fflush(stdout);
   }
-
-
 };
 
 // Batch norm's running statistics are per-rank buffers (each rank saw its own rows);
@@ -169,11 +166,82 @@ void load_initial_weights(ts::models::ResNet& model, const Options& options, Rep
   const bool other_head = file.contains("fc.weight") && file.entry("fc.weight").shape.size() == 2 &&
                           file.entry("fc.weight").shape[0] != classes;
   if (other_head) {
-    report.line(ts::detail::concat("--init: ", options.init, " has a head for ", file.entry("fc.weight").shape[0],
+    report.line(ts::str("--init: ", options.init, " has a head for ", file.entry("fc.weight").shape[0],
                                    " classes; fc starts from its initialisation for ", classes));
   }
   const std::set<std::string> skipped = other_head ? std::set<std::string>{"fc.weight", "fc.bias"} : std::set<std::string>{};
   model.load_state_dict(example::read_initial_weights(model, file, !other_head, skipped), !other_head);
+}
+
+struct TrainedEpoch {
+  double loss_sum = 0;  // the global loss summed over the epoch's samples
+  int64_t samples = 0;
+};
+
+// PyTorch's train(): one epoch of the sharded model.
+TrainedEpoch train_epoch(ts::models::ResNet& model, ts::optim::SGD& optimizer, const data::DataLoader& loader,
+                         ts::dist::ProcessGroup& world, const Options& options, Reporter& report, int64_t epoch) {
+  model.train();
+  TrainedEpoch out;
+  for (const data::Batch& batch : loader.epoch(epoch)) {
+    optimizer.zero_grad();
+    ts::Tensor output = model(batch.data);
+    ts::Tensor loss = ts::cross_entropy(output, batch.target, kSummed) / static_cast<double>(batch.global_rows);
+    loss.backward();
+    optimizer.step();
+
+    ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
+    world.all_reduce(global_loss);
+    example::require_finite_loss(global_loss.item<double>(), ts::str("epoch ", epoch, ", batch ", batch.index));
+    out.loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
+    out.samples += batch.global_rows;
+    if (batch.index % options.log_interval == 0 || options.dry_run) {
+      report.train(epoch, batch.index, loader.size(), out.samples, loader.size() * options.batch_size,
+                   global_loss.item<double>());
+    }
+    if (options.dry_run) break;
+  }
+  return out;
+}
+
+struct Validation {
+  double loss_sum = 0;
+  int64_t correct = 0, images = 0;
+};
+
+// PyTorch's test(): each rank evaluates its rows of every batch (every rank runs every
+// batch, some with no rows, so that FSDP's collectives stay in step); the sums are
+// all-reduced.
+Validation evaluate(ts::models::ResNet& model, const data::DataLoader& loader, ts::dist::ProcessGroup& world,
+                    const Options& options, int64_t epoch) {
+  model.eval();
+  ts::Tensor totals = ts::zeros({3}, {.dtype = ts::DType::f64});  // loss sum, correct, images
+  {
+    ts::NoGradGuard no_grad;
+    for (const data::Batch& batch : loader.epoch(0)) {
+      ts::Tensor output = model(batch.data);
+      if (batch.rows() > 0) {
+        double loss = ts::cross_entropy(output, batch.target, kSummed).to(ts::DType::f64).item<double>();
+        double correct = (output.argmax(1) == batch.target).sum().to(ts::DType::f64).item<double>();
+        totals.add_(ts::tensor<double>({loss, correct, static_cast<double>(batch.rows())}));
+      }
+      if (options.dry_run) break;
+    }
+  }
+  world.all_reduce(totals);
+  std::vector<double> sums = totals.to_vector<double>();
+  example::require_finite_loss(sums[0], ts::str("the validation set after epoch ", epoch));
+  return {.loss_sum = sums[0], .correct = static_cast<int64_t>(sums[1]), .images = static_cast<int64_t>(sums[2])};
+}
+
+// --save: the full weights with torchvision's names, written by rank 0 after every epoch.
+void save_weights(ts::models::ResNet& model, ts::dist::ProcessGroup& world, const Options& options, Reporter& report,
+                  int64_t epoch, int64_t classes) {
+  ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
+  if (world.rank() == 0) {
+    ts::io::save(weights, options.save, {{"epoch", std::to_string(epoch)}, {"classes", ts::str(classes)}});
+    report.line("saved " + options.save + " (epoch " + std::to_string(epoch) + ")");
+  }
 }
 
 int run(int argc, char** argv) {
@@ -184,7 +252,7 @@ int run(int argc, char** argv) {
   if (options.batch_size < 2 * world->size()) {
     // Batch norm in training needs more than one value per channel, and layer4's plane can be 1x1.
     example::CommandLine("resnet18", argc, argv, kUsage)
-        .error(ts::detail::concat("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
+        .error(ts::str("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
                                   options.batch_size));
   }
 
@@ -222,76 +290,28 @@ int run(int argc, char** argv) {
 
   int64_t parameters = 0;
   for (const auto& unit : ts::fsdp::units(*model)) parameters += unit.layout.flat_numel();
-  report.line(ts::detail::concat("ResNet-18", options.width == 64 ? "" : " (width " + std::to_string(options.width) + ")",
+  report.line(ts::str("ResNet-18", options.width == 64 ? "" : " (width " + std::to_string(options.width) + ")",
                                  ": ", parameters, " parameters in ", ts::fsdp::units(*model).size(), " FSDP units; ",
                                  classes, " classes, ", train_set.size(), " training and ", val_set.size(),
                                  " validation images at ", options.image_size, "x", options.image_size, "; ",
                                  world->size(), " rank(s), ", ts::get_num_threads(), " thread(s) each"));
   if (train_set.skipped_files() + val_set.skipped_files() > 0) {
-    report.line(ts::detail::concat("note: ", train_set.skipped_files() + val_set.skipped_files(),
+    report.line(ts::str("note: ", train_set.skipped_files() + val_set.skipped_files(),
                                    " image files of types Tessera does not decode were skipped"));
   }
 
   for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
-    model->train();
     const double lr = optimizer.lr();
     auto started = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    int64_t samples = 0;
-    for (const data::Batch& batch : train_loader.epoch(epoch)) {
-      optimizer.zero_grad();
-      ts::Tensor output = (*model)(batch.data);
-      ts::Tensor loss = ts::cross_entropy(output, batch.target, kSummed) /
-                        static_cast<double>(batch.global_rows);
-      loss.backward();
-      optimizer.step();
-
-      ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
-      world->all_reduce(global_loss);
-      example::require_finite_loss(global_loss.item<double>(), ts::detail::concat("epoch ", epoch, ", batch ", batch.index));
-      loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
-      samples += batch.global_rows;
-      if (batch.index % options.log_interval == 0 || options.dry_run) {
-        report.train(epoch, batch.index, train_loader.size(), samples, train_loader.size() * options.batch_size,
-                     global_loss.item<double>());
-      }
-      if (options.dry_run) break;
-    }
+    const TrainedEpoch trained = train_epoch(*model, optimizer, train_loader, *world, options, report, epoch);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-    // Validation: each rank evaluates its rows of every batch (every rank runs every batch,
-    // some with no rows, so that FSDP's collectives stay in step); the sums are all-reduced.
     average_running_statistics(*model, *world);
-    model->eval();
-    ts::Tensor totals = ts::zeros({3}, {.dtype = ts::DType::f64});  // loss sum, correct, images
-    {
-      ts::NoGradGuard no_grad;
-      for (const data::Batch& batch : val_loader.epoch(0)) {
-        ts::Tensor output = (*model)(batch.data);
-        if (batch.rows() > 0) {
-          double loss = ts::cross_entropy(output, batch.target, kSummed).to(ts::DType::f64).item<double>();
-          double correct = (output.argmax(1) == batch.target).sum().to(ts::DType::f64).item<double>();
-          totals.add_(ts::tensor<double>({loss, correct, static_cast<double>(batch.rows())}));
-        }
-        if (options.dry_run) break;
-      }
-    }
-    world->all_reduce(totals);
-    std::vector<double> sums = totals.to_vector<double>();
-    example::require_finite_loss(sums[0], ts::detail::concat("the validation set after epoch ", epoch));
-    const int64_t evaluated = static_cast<int64_t>(sums[2]);
-    report.epoch(epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)),
-                 sums[0] / static_cast<double>(std::max<int64_t>(evaluated, 1)), static_cast<int64_t>(sums[1]), evaluated,
-                 lr, static_cast<double>(samples) / seconds, seconds);
+    const Validation validation = evaluate(*model, val_loader, *world, options, epoch);
+    report.epoch(epoch, trained.loss_sum / static_cast<double>(std::max<int64_t>(trained.samples, 1)),
+                 validation.loss_sum / static_cast<double>(std::max<int64_t>(validation.images, 1)), validation.correct,
+                 validation.images, lr, static_cast<double>(trained.samples) / seconds, seconds);
     scheduler.step();
-
-    if (!options.save.empty()) {
-      ts::StateDict weights = ts::fsdp::full_state_dict(*model, {.rank0_only = true});
-      if (world->rank() == 0) {
-        ts::io::save(weights, options.save, {{"epoch", std::to_string(epoch)}, {"classes", ts::detail::concat(classes)}});
-        report.line("saved " + options.save + " (epoch " + std::to_string(epoch) + ")");
-      }
-    }
+    if (!options.save.empty()) save_weights(*model, *world, options, report, epoch, classes);
     if (options.dry_run) break;
   }
   report.line(ts::fsdp::memory_report(*model).str());

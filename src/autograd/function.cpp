@@ -17,7 +17,7 @@ AutogradMeta& meta_of(const Tensor& tensor) {
   TensorImpl* impl = tensor.impl();
   TS_CHECK(impl != nullptr, ValueError, "autograd: undefined tensor");
   if (!impl->autograd) impl->autograd = std::make_unique<AutogradMeta>();
-  return *impl->autograd;
+  return static_cast<AutogradMeta&>(*impl->autograd);
 }
 
 bool needs_grad(std::initializer_list<Tensor> inputs) {

@@ -7,16 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/tensor/native.h"
+#include "tessera/tensor/op_options.h"
 #include "tessera/tensor/random.h"
 #include "tessera/tensor/size2.h"
 #include "tessera/tensor/tensor.h"
 
 namespace tessera {
-
-using native::Conv2dOptions;
-using native::DropoutKey;
-using native::Reduction;
 
 // Element-wise, with broadcasting.
 Tensor add(const Tensor& a, const Tensor& b);
@@ -52,6 +48,11 @@ Tensor logical_not(const Tensor& x);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
+// Whole tensors compared, as torch.equal and torch.allclose. equal: the same shape and
+// every element equal. allclose: every |a - b| <= atol + rtol * |b| or a == b (equal
+// infinities), a and b broadcast together; NaN is never close. Never recorded.
+bool equal(const Tensor& a, const Tensor& b);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 // Reductions; empty dims reduce everything.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
@@ -66,7 +67,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // Convolution and pooling, NCHW.
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dOptions& options = {});
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv2dFuncOptions& options = {});
 // stride defaults to kernel_size, as in PyTorch.
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                   Size2 padding = 0);
@@ -179,9 +180,13 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
 Tensor cumsum(const Tensor& x, int64_t dim);
 // Category indices drawn from the rows of probs ([C] or [N, C], non-negative weights, not
 // necessarily normalised), as torch.multinomial: int64 [num_samples] or [N, num_samples].
-// The draws come from `generator` (counter-based, like every random op here), so they
-// differ from PyTorch's; the distribution is the same (see native.h).
+// The draws come from `generator`, or else the default generator (random.h); they are
+// counter-based, like every random op here, so they differ from PyTorch's while the
+// distribution is the same: with replacement, sample s of row r inverts the row's CDF at
+// uniform element r * num_samples + s; without, row r keeps the num_samples largest
+// probs[r, c] / E[r, c] for exponential draws E (sequential sampling without replacement).
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator);
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 // Scaled dot-product attention, as PyTorch 2.x's F.scaled_dot_product_attention:
 //   softmax(q k^T * scale + mask) v, with dropout on the weights,

@@ -18,7 +18,7 @@ struct TensorAttachment {
   virtual ~TensorAttachment() = default;
 };
 
-struct AutogradMeta {
+struct AutogradMeta final : AutogradMetaInterface {
   bool requires_grad = false;
   Tensor grad;                           // a leaf's accumulated gradient
   std::shared_ptr<Node> grad_fn;         // the node that made a non-leaf
@@ -34,7 +34,8 @@ struct AutogradMeta {
 AutogradMeta& meta_of(const Tensor& tensor);
 // The tensor's meta, or null.
 inline AutogradMeta* find_meta(const Tensor& tensor) {
-  return tensor.defined() ? tensor.impl()->autograd.get() : nullptr;
+  // Only autograd makes one (meta_of), so the interface is always an AutogradMeta.
+  return tensor.defined() ? static_cast<AutogradMeta*>(tensor.impl()->autograd.get()) : nullptr;
 }
 
 // Keeps `attachment` on `tensor` (every handle to it sees it; a detached copy does not).

@@ -7,7 +7,7 @@
 #include "tessera/checkpoint/collective.h"
 #include "tessera/checkpoint/errors.h"
 #include "tessera/checkpoint/model_view.h"
-#include "tessera/fsdp/state.h"
+#include "tessera/fsdp/fully_shard.h"
 #include "tessera/io/crc32c.h"
 #include "tessera/tensor/factory.h"
 #include "tessera/tensor/native.h"
@@ -197,7 +197,7 @@ void commit(Prepared& prepared, const ModelView& view, const Stateful& with) {
     native::copy_(buffer, prepared.buffers[b]);
   }
   // Gathered buffers now hold stale values: release them (NO_SHARD's buffer is the shard).
-  for (auto& unit : fsdp::detail::state_of(*view.model).units()) unit->reshard();
+  fsdp::reshard(*view.model);
 }
 
 }  // namespace

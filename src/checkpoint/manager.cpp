@@ -13,7 +13,7 @@
 #include "tessera/checkpoint/errors.h"
 #include "tessera/checkpoint/folder_lock.h"
 #include "tessera/checkpoint/full.h"
-#include "tessera/fsdp/state.h"
+#include "tessera/fsdp/fully_shard.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/durable.h"
 #include "tessera/io/posix_file.h"
@@ -240,7 +240,7 @@ std::optional<ResumePoint> CheckpointManager::resume_point() const {
 }
 
 std::string CheckpointManager::save(nn::Module& model, const Stateful& with, const TrainingState& training) {
-  dist::ProcessGroup& group = fsdp::detail::state_of(model).group();
+  dist::ProcessGroup& group = fsdp::process_group(model);
   claim(group);
   const std::string name = directory_name(training.step);
   const std::string path = root_ + "/" + name;
@@ -286,7 +286,7 @@ std::string CheckpointManager::save(nn::Module& model, const Stateful& with, con
 }
 
 std::optional<TrainingState> CheckpointManager::restore(nn::Module& model, const Stateful& with) {
-  dist::ProcessGroup& group = fsdp::detail::state_of(model).group();
+  dist::ProcessGroup& group = fsdp::process_group(model);
   claim(group, true);
   // Rank 0 picks; "" for none, else the path, a newline and the note.
   std::vector<std::string> picked = detail::run_on_every_rank(group, "resuming from '" + root_ + "'", [&] {

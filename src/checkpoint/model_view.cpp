@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "tessera/fsdp/state.h"
+#include "tessera/fsdp/fully_shard.h"
 #include "tessera/nn/sharded_parameter.h"
 
 namespace tessera::checkpoint::detail {
@@ -12,7 +12,7 @@ ModelView ModelView::of(nn::Module& model, const optim::Optimizer* optimizer) {
            ") is not sharded; call fsdp::fully_shard(model, world) first (at one rank it costs nothing)");
   ModelView view;
   view.model = &model;
-  view.group = &fsdp::detail::state_of(model).group();
+  view.group = &fsdp::process_group(model);
   const int world = view.group->size();
 
   std::vector<std::pair<std::string, Tensor>> named = model.named_parameters();

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/io/byte_text.h"
 #include "tessera/tensor/factory.h"
 
 namespace tessera::data {
@@ -44,12 +45,6 @@ class Reporter {
   std::filesystem::path file_;
   bool gzip_;
 };
-
-std::string hex_byte(uint8_t byte) {
-  char text[8];
-  std::snprintf(text, sizeof text, "0x%02X", byte);
-  return text;
-}
 
 // A stream of bytes with its current offset: a raw file or a decompressed gzip stream.
 class ByteSource {
@@ -302,14 +297,14 @@ IdxHeader parse_header(ByteSource& source, const Reporter& reporter, bool gzip) 
   read_field(source, zeros.data(), 2, reporter, "the two zero bytes that open an IDX file");
   if (zeros[0] != 0 || zeros[1] != 0) {
     reporter.fail(zeros[0] != 0 ? 0 : 1, "expected the two zero bytes that open an IDX file, found ",
-                  hex_byte(zeros[0]), " ", hex_byte(zeros[1]), " (not an IDX file)");
+                  io::byte_text(zeros[0]), " ", io::byte_text(zeros[1]), " (not an IDX file)");
   }
   uint8_t type_code = 0;
   read_field(source, &type_code, 1, reporter, "the type code");
   std::optional<ElementType> element = element_type(type_code);
   if (!element) {
     reporter.fail(2, "expected a type code (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, "
-                     "0x0E float64), found ", hex_byte(type_code));
+                     "0x0E float64), found ", io::byte_text(type_code));
   }
   uint8_t ndim = 0;
   read_field(source, &ndim, 1, reporter, "the number of dimensions");

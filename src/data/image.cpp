@@ -51,7 +51,7 @@ void write_bytes(const std::filesystem::path& file, const std::vector<uint8_t>& 
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  TS_CHECK(out.good(), DataError, "cannot write image '", file.string(), "'");
+  TS_CHECK(out.good(), io::IOError, "cannot write image '", file.string(), "'");
 }
 
 }  // namespace

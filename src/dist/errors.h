@@ -7,7 +7,7 @@
 
 namespace tessera::dist {
 
-// An MPI (later NCCL) call failed, or the runtime could not start.
+// An MPI or NCCL call failed, or the runtime could not start.
 class DistError : public Error {
  public:
   using Error::Error;

@@ -46,20 +46,36 @@ std::string current_exception_text() {
   }
 }
 
+// The handler in place when the library was loaded (the C++ runtime's own), and the one
+// in place when init() installed ours: a program's own handler when the two differ.
+const std::terminate_handler runtime_terminate_handler = std::get_terminate();
+std::terminate_handler previous_terminate_handler = nullptr;
+
 [[noreturn]] void abort_job_on_terminate() {
   std::string text = current_exception_text();
-  if (mpi_is_running()) {
-    int rank = -1;
-    int size = 0;
+  const bool mpi = mpi_is_running();
+  int rank = -1;
+  int size = 0;
+  if (mpi) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    std::fprintf(stderr, "tessera::dist: rank %d of %d: %s\ntessera::dist: rank %d aborts the MPI job\n", rank, size,
-                 text.c_str(), rank);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::fprintf(stderr, "tessera::dist: rank %d of %d: %s\n", rank, size, text.c_str());
   } else {
     std::fprintf(stderr, "tessera::dist: %s\n", text.c_str());
+  }
+  std::fflush(stderr);
+  // A handler the program installed before init() still runs, after the message above: it
+  // may log or flush, and when it ends the process mpirun sees the rank die and ends the
+  // job. Only if it returns (which a terminate handler must not) does the job abort here.
+  if (previous_terminate_handler != nullptr && previous_terminate_handler != runtime_terminate_handler) {
+    std::terminate_handler program_handler = previous_terminate_handler;
+    previous_terminate_handler = nullptr;  // never run twice
+    program_handler();
+  }
+  if (mpi) {
+    std::fprintf(stderr, "tessera::dist: rank %d aborts the MPI job\n", rank);
     std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
   std::abort();  // MPI_Abort does not return; this is for the case without MPI
 }
@@ -105,7 +121,8 @@ std::shared_ptr<MpiRuntime> MpiRuntime::start(int* argc, char*** argv) {
     runtime->watchdog_ =
         std::make_unique<CollectiveWatchdog>(runtime->watchdog_control_, runtime->world_rank_, runtime->world_size_);
   }
-  std::set_terminate(abort_job_on_terminate);
+  std::terminate_handler previous = std::set_terminate(abort_job_on_terminate);
+  if (previous != abort_job_on_terminate) previous_terminate_handler = previous;  // chained to (above)
   current = runtime;
   return runtime;
 }

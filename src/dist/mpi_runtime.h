@@ -7,8 +7,9 @@
 // start() also installs the job-abort terminate handler: an uncaught exception on any rank
 // (any thread) prints "tessera::dist: rank R of N: uncaught ..." and calls
 // MPI_Abort(MPI_COMM_WORLD, 1), so mpirun ends every other rank within moments instead of
-// leaving them blocked in a collective. That is the one place Tessera ends a process,
-// and only where std::terminate would have ended it anyway.
+// leaving them blocked in a collective. A terminate handler the program installed before
+// init() is chained to: it runs after that message, before the abort. That is the one
+// place Tessera ends a process, and only where std::terminate would have ended it anyway.
 //
 // Before finalizing, the runtime runs the ExitWatch's exit handshake (exit_watch.h), so
 // a rank returning from main while the others wait in a collective ends the job instead of

@@ -108,7 +108,8 @@ class ProcessGroup {
   ProcessGroup(int rank, int size, Backend backend, std::string name, bool debug_checks,
                std::chrono::milliseconds timeout);
 
-  // Refuses what this backend cannot carry (MPI: CUDA tensors, counts beyond int).
+  // Refuses what this backend cannot carry (MPI: counts beyond int; CUDA tensors it stages
+  // through host memory; NCCL: anything but CUDA tensors on its device).
   // Called before the call takes a sequence number, so a refused call leaves no trace.
   virtual void check_supported(const CollectiveCall& call) const;
   // Starts a checked call, numbered and in issue order (calls arrive one at a time).

@@ -165,4 +165,10 @@ std::vector<std::pair<std::string, Tensor>> named_original_parameters(nn::Module
   return out;
 }
 
+dist::ProcessGroup& process_group(nn::Module& root) { return detail::state_of(root).group(); }
+
+void reshard(nn::Module& root) {
+  for (auto& unit : detail::state_of(root).units()) unit->reshard();
+}
+
 }  // namespace tessera::fsdp

@@ -125,6 +125,14 @@ bool is_sharded(nn::Module& root);
 //   for (auto& [name, p] : ts::fsdp::named_original_parameters(model))
 //     (p.dim() >= 2 ? decay : no_decay).push_back(p);
 std::vector<std::pair<std::string, Tensor>> named_original_parameters(nn::Module& root);
+// The group a sharded model's collectives run on: the one fully_shard was given.
+// ValueError when `root` is not sharded.
+dist::ProcessGroup& process_group(nn::Module& root);
+// Frees every unit's gathered parameters, leaving each rank its shards (NO_SHARD keeps its
+// whole flat parameters, which are its shards): what a forward does after each unit, for
+// code that changed the shards behind the gathered copies (loading a checkpoint).
+// ValueError when `root` is not sharded.
+void reshard(nn::Module& root);
 
 // Gradient accumulation without communication: inside the scope, backward keeps unsharded
 // gradients locally; the first backward after it reduce-scatters them all.
@@ -142,6 +150,17 @@ class NoSyncScope {
 // Full parameters inside the scope: every unit gathered, every parameter a view of its
 // full buffer. With writeback, changes made to the parameters are copied into the shards
 // when the scope ends. Collective.
+//
+//   {
+//     ts::fsdp::SummonFullParams full(model);
+//     ... read or change model's parameters ...
+//     full.end();                   // writes back and reshards; a failure throws here
+//   }
+//
+// end() is where a failure shows; without it the destructor ends the scope, and throws
+// from there only when no other exception is unwinding the stack (a second exception
+// would terminate the program): then the first exception wins and the scope's own error is
+// dropped.
 class SummonFullParams {
  public:
   explicit SummonFullParams(nn::Module& root, bool writeback = true);
@@ -149,9 +168,14 @@ class SummonFullParams {
   SummonFullParams(const SummonFullParams&) = delete;
   SummonFullParams& operator=(const SummonFullParams&) = delete;
 
+  // Writes back (with writeback) and reshards every unit; once.
+  void end();
+
  private:
   nn::Module& root_;
   bool writeback_;
+  bool ended_ = false;
+  int exceptions_at_start_;  // std::uncaught_exceptions() when the scope began
 };
 
 // Module::apply with full parameters and writeback (the seed article's FSDP.apply).

@@ -1,5 +1,6 @@
 // Full (unsharded) state dicts of a sharded model, with the original parameter names and
 // the single-process order, so that files open in PyTorch and load at any world size.
+#include <exception>
 #include <map>
 #include <set>
 
@@ -103,7 +104,8 @@ void load_full_state_dict(nn::Module& root, const StateDict& state_dict, bool st
 
 // With mixed precision the parameters are summoned in full precision (the shards' dtype),
 // not as the param_dtype copies forward uses, so that writeback does not round the shards.
-SummonFullParams::SummonFullParams(nn::Module& root, bool writeback) : root_(root), writeback_(writeback) {
+SummonFullParams::SummonFullParams(nn::Module& root, bool writeback)
+    : root_(root), writeback_(writeback), exceptions_at_start_(std::uncaught_exceptions()) {
   for (auto& unit : detail::state_of(root_).units()) {
     if (unit->mixed_precision()) {
       unit->begin_full_precision_summon();
@@ -114,6 +116,20 @@ SummonFullParams::SummonFullParams(nn::Module& root, bool writeback) : root_(roo
 }
 
 SummonFullParams::~SummonFullParams() noexcept(false) {
+  if (ended_) return;
+  if (std::uncaught_exceptions() > exceptions_at_start_) {
+    try {
+      end();
+    } catch (...) {  // the exception already unwinding is the one to report
+    }
+    return;
+  }
+  end();
+}
+
+void SummonFullParams::end() {
+  if (ended_) return;
+  ended_ = true;
   FsdpState& state = detail::state_of(root_);
   for (auto& unit : state.units()) {
     if (unit->mixed_precision()) {
@@ -131,8 +147,11 @@ SummonFullParams::~SummonFullParams() noexcept(false) {
 
 void apply(nn::Module& root, const std::function<void(nn::Module&)>& fn) {
   SummonFullParams full(root, true);
-  NoGradGuard no_grad;
-  root.apply(fn);
+  {
+    NoGradGuard no_grad;
+    root.apply(fn);
+  }
+  full.end();
 }
 
 }  // namespace tessera::fsdp

@@ -28,7 +28,7 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t channels, int64_t stride)
   TS_CHECK(stride > 0, ValueError, "BasicBlock: stride must be positive, got ", stride);
   register_modules({{"conv1", conv1}, {"bn1", bn1}, {"relu", relu}, {"conv2", conv2}, {"bn2", bn2}});
   if (stride != 1 || in_channels != channels) {
-    downsample = std::make_unique<nn::Sequential>();
+    downsample = nn::make_module<nn::Sequential>();
     downsample->emplace<nn::Conv2d>(in_channels, channels, 1, conv_options(stride, 0));
     downsample->emplace<nn::BatchNorm2d>(channels);
     register_module("downsample", *downsample);
@@ -38,14 +38,14 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t channels, int64_t stride)
 Tensor BasicBlock::forward(Tensor input) {
   Tensor out = relu(bn1(conv1(input)));
   out = bn2(conv2(out));
-  Tensor identity = downsample ? (*downsample)(input) : input;
+  Tensor identity = downsample ? downsample(input) : input;
   return relu(out + identity);
 }
 
 ResNet::ResNet(const std::array<int64_t, 4>& blocks, const ResNetOptions& options)
     : conv1(3, options.width, 7, conv_options(2, 3)),
       bn1(options.width),
-      maxpool(3, 2, 1),
+      maxpool(3, {.stride = 2, .padding = 1}),
       avgpool(1),
       fc(options.width * 8, options.num_classes),
       options_(options) {
@@ -79,8 +79,8 @@ Tensor ResNet::forward(Tensor input) {
   return fc(avgpool(x).flatten(1));
 }
 
-std::unique_ptr<ResNet> resnet18(const ResNetOptions& options) { return std::make_unique<ResNet>(std::array<int64_t, 4>{2, 2, 2, 2}, options); }
+nn::ModuleHolder<ResNet> resnet18(const ResNetOptions& options) { return nn::make_module<ResNet>(std::array<int64_t, 4>{2, 2, 2, 2}, options); }
 
-std::unique_ptr<ResNet> resnet34(const ResNetOptions& options) { return std::make_unique<ResNet>(std::array<int64_t, 4>{3, 4, 6, 3}, options); }
+nn::ModuleHolder<ResNet> resnet34(const ResNetOptions& options) { return nn::make_module<ResNet>(std::array<int64_t, 4>{3, 4, 6, 3}, options); }
 
 }  // namespace tessera::models

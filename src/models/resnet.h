@@ -6,7 +6,7 @@
 //
 //   auto model = ts::models::resnet18({.num_classes = 10});
 //   ts::fsdp::fully_shard(*model, world, {.wrap_policy = ts::fsdp::WrapPolicy::module_type({"BasicBlock"})});
-//   ts::Tensor logits = (*model)(images);           // images [N, 3, H, W], H and W >= 32
+//   ts::Tensor logits = model(images);              // images [N, 3, H, W], H and W >= 32
 //   model->load_state_dict(ts::io::load("resnet18.safetensors"));
 //
 // Initialisation is torchvision's: convolutions kaiming_normal_(mode="fan_out",
@@ -22,6 +22,7 @@
 
 #include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"
+#include "tessera/nn/module_holder.h"
 
 namespace tessera::models {
 
@@ -33,14 +34,13 @@ class BasicBlock : public nn::Module {
  public:
   BasicBlock(int64_t in_channels, int64_t channels, int64_t stride = 1);
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "BasicBlock"; }
 
   nn::Conv2d conv1;
   nn::BatchNorm2d bn1;
   nn::ReLU relu;
   nn::Conv2d conv2;
   nn::BatchNorm2d bn2;
-  std::unique_ptr<nn::Sequential> downsample;  // null when the input already has the output's shape
+  nn::ModuleHolder<nn::Sequential> downsample;  // empty when the input already has the output's shape
 };
 
 struct ResNetOptions {
@@ -59,7 +59,6 @@ class ResNet : public nn::Module {
   // blocks: basic blocks per stage, {2, 2, 2, 2} for ResNet-18.
   ResNet(const std::array<int64_t, 4>& blocks, const ResNetOptions& options = {});
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "ResNet"; }
   const ResNetOptions& options() const { return options_; }
 
   nn::Conv2d conv1;
@@ -76,7 +75,7 @@ class ResNet : public nn::Module {
 
 // ResNet-18 (11.7M parameters at 1000 classes) and ResNet-34, as torchvision's
 // resnet18() / resnet34() without pretrained weights.
-std::unique_ptr<ResNet> resnet18(const ResNetOptions& options = {});
-std::unique_ptr<ResNet> resnet34(const ResNetOptions& options = {});
+nn::ModuleHolder<ResNet> resnet18(const ResNetOptions& options = {});
+nn::ModuleHolder<ResNet> resnet34(const ResNetOptions& options = {});
 
 }  // namespace tessera::models

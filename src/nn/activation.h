@@ -19,7 +19,6 @@ class GELU : public Module {
   // PyTorch's strings: "none" or "tanh".
   explicit GELU(std::string_view approximate) : approximate_(gelu_approximate_from(approximate)) {}
   Tensor forward(Tensor input) override { return gelu(input, approximate_); }
-  std::string type_name() const override { return "GELU"; }
   std::string extra_repr() const override;
   GeluApproximate approximate() const { return approximate_; }
 
@@ -31,7 +30,6 @@ class Softmax : public Module {
  public:
   explicit Softmax(int64_t dim) : dim_(dim) {}
   Tensor forward(Tensor input) override { return softmax(input, dim_); }
-  std::string type_name() const override { return "Softmax"; }
   std::string extra_repr() const override;
 
  private:
@@ -43,7 +41,6 @@ class Softmax : public Module {
 class Identity : public Module {
  public:
   Tensor forward(Tensor input) override { return input; }
-  std::string type_name() const override { return "Identity"; }
 };
 
 }  // namespace tessera::nn

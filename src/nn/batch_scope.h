@@ -8,7 +8,8 @@
 //     ...
 //   }
 //
-// Without a scope, each Dropout counts its own calls as steps and rows start at 0.
+// Without a scope, Dropout keys its masks by the default generator (ts::manual_seed): its
+// seed, and the next step of its sequence for each call; rows start at 0.
 #pragma once
 
 #include <cstdint>

@@ -1,21 +1,8 @@
 #include "tessera/nn/containers.h"
 
-#include <cxxabi.h>
-
-#include <cstdlib>
 #include <sstream>
 
 namespace tessera::nn {
-
-std::string class_name_of(const std::type_info& type) {
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled != nullptr ? demangled : type.name();
-  std::free(demangled);
-  // Without its namespaces.
-  const size_t last = name.rfind("::");
-  return last == std::string::npos ? name : name.substr(last + 2);
-}
 
 namespace {
 

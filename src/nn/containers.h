@@ -32,9 +32,6 @@
 
 namespace tessera::nn {
 
-// "Block" for a class tessera::models::Block: the class's own name, as type_name() gives it.
-std::string class_name_of(const std::type_info& type);
-
 // The module `module` as an M, or a ValueError naming `where` and both types.
 template <class M>
 M& module_as(Module& module, const std::string& where) {
@@ -43,6 +40,23 @@ M& module_as(Module& module, const std::string& where) {
            class_name_of(typeid(M)));
   return *typed;
 }
+
+// The iterator of ModuleList and ModuleDict: walks their storage and hands out what
+// `Deref` makes of each entry (the module, or its key and module).
+template <class Base, class Deref>
+class EntryIterator {
+ public:
+  explicit EntryIterator(Base it) : it_(it) {}
+  decltype(auto) operator*() const { return Deref{}(*it_); }
+  EntryIterator& operator++() {
+    ++it_;
+    return *this;
+  }
+  bool operator==(const EntryIterator& other) const { return it_ == other.it_; }
+
+ private:
+  Base it_;
+};
 
 class ModuleList : public Module {
  public:
@@ -75,27 +89,14 @@ class ModuleList : public Module {
   std::shared_ptr<Module> ptr(int64_t index) const { return modules_[position(index)]; }
 
   // Iteration over the modules, as Module&.
-  class Iterator {
-   public:
-    using Base = std::vector<std::shared_ptr<Module>>::const_iterator;
-    explicit Iterator(Base it) : it_(it) {}
-    Module& operator*() const { return **it_; }
-    Module* operator->() const { return it_->get(); }
-    Iterator& operator++() {
-      ++it_;
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return it_ == other.it_; }
-    bool operator!=(const Iterator& other) const { return it_ != other.it_; }
-
-   private:
-    Base it_;
+  struct AsModule {
+    Module& operator()(const std::shared_ptr<Module>& module) const { return *module; }
   };
+  using Iterator = EntryIterator<std::vector<std::shared_ptr<Module>>::const_iterator, AsModule>;
   Iterator begin() const { return Iterator(modules_.begin()); }
   Iterator end() const { return Iterator(modules_.end()); }
 
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "ModuleList"; }
   bool is_container() const override { return true; }
 
  private:
@@ -134,26 +135,16 @@ class ModuleDict : public Module {
   std::vector<std::string> keys() const;
 
   // Iteration over (key, module) pairs in insertion order: for (auto [key, module] : dict).
-  class Iterator {
-   public:
-    using Base = std::vector<std::pair<std::string, std::shared_ptr<Module>>>::const_iterator;
-    explicit Iterator(Base it) : it_(it) {}
-    std::pair<const std::string&, Module&> operator*() const { return {it_->first, *it_->second}; }
-    Iterator& operator++() {
-      ++it_;
-      return *this;
+  struct AsItem {
+    std::pair<const std::string&, Module&> operator()(const std::pair<std::string, std::shared_ptr<Module>>& item) const {
+      return {item.first, *item.second};
     }
-    bool operator==(const Iterator& other) const { return it_ == other.it_; }
-    bool operator!=(const Iterator& other) const { return it_ != other.it_; }
-
-   private:
-    Base it_;
   };
+  using Iterator = EntryIterator<std::vector<std::pair<std::string, std::shared_ptr<Module>>>::const_iterator, AsItem>;
   Iterator begin() const { return Iterator(items_.begin()); }
   Iterator end() const { return Iterator(items_.end()); }
 
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "ModuleDict"; }
   bool is_container() const override { return true; }
 
  private:

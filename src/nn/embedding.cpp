@@ -44,9 +44,9 @@ Embedding::Embedding(const Tensor& embeddings, bool freeze, const EmbeddingOptio
   register_parameter("weight", weight, !freeze);
 }
 
-std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze,
-                                                      const EmbeddingOptions& options) {
-  return std::shared_ptr<Embedding>(new Embedding(embeddings, freeze, options));
+ModuleHolder<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze,
+                                                   const EmbeddingOptions& options) {
+  return ModuleHolder<Embedding>(std::shared_ptr<Embedding>(new Embedding(embeddings, freeze, options)));
 }
 
 Tensor Embedding::forward(Tensor input) { return embedding(input, weight, options_); }

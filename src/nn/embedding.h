@@ -14,6 +14,7 @@
 
 #include "tessera/autograd/functions.h"
 #include "tessera/nn/module.h"
+#include "tessera/nn/module_holder.h"
 
 namespace tessera::nn {
 
@@ -24,11 +25,10 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t embedding_dim, const EmbeddingOptions& options = {});
   // torch.nn.Embedding.from_pretrained: a table whose weight is `embeddings` (the same
   // storage, detached), frozen (requires_grad false) unless freeze is false.
-  static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
-                                                    const EmbeddingOptions& options = {});
+  static ModuleHolder<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
+                                                 const EmbeddingOptions& options = {});
 
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override;
 
   int64_t num_embeddings() const { return num_embeddings_; }

@@ -25,7 +25,6 @@ class LayerNorm : public Module {
   explicit LayerNorm(int64_t normalized_shape, const LayerNormOptions& options = {});
   explicit LayerNorm(Shape normalized_shape, const LayerNormOptions& options = {});
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;
   const Shape& normalized_shape() const { return normalized_shape_; }
   const LayerNormOptions& options() const { return options_; }

@@ -15,15 +15,18 @@ std::string size2_str(Size2 s) {
   return detail::concat("(", s.h, ", ", s.w, ")");
 }
 
+// As PyTorch prints an argument that may be one number or a pair: the way it was given.
+std::string size2_as_given(Size2 s) { return s.one_number ? std::to_string(s.h) : size2_str(s); }
+
 }  // namespace
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
+Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& options)
     : in_features_(in_features), out_features_(out_features) {
   TS_CHECK(in_features > 0 && out_features > 0, ValueError, "Linear: features must be positive, got in ",
            in_features, ", out ", out_features);
   weight = deferred_parameter({out_features, in_features}, init::kaiming_uniform(in_features));
   register_parameter("weight", weight);
-  if (with_bias) {
+  if (options.bias) {
     bias = deferred_parameter({out_features}, init::bias_uniform(in_features));
     register_parameter("bias", bias);
   }
@@ -75,7 +78,13 @@ DropoutKey Dropout::next_key() {
     key.step = position->step;
     key.first_row = position->first_row;
   } else {
-    key.step = calls_++;
+    // Outside a scope the mask comes from the default generator, as torch's dropout draws
+    // from torch.default_generator: its seed, and one step of its sequence per call, so
+    // ts::manual_seed(s) makes the masks repeatable and another seed gives others.
+    with_default_generator([&](Generator& generator) {
+      key.seed = generator.seed() ^ (generator.stream() * 0xD1B54A32D192ED03ull);
+      key.step = generator.advance(1);
+    });
   }
   return key;
 }
@@ -87,14 +96,15 @@ Tensor Dropout::forward(Tensor input) {
 
 std::string Dropout::extra_repr() const { return detail::concat("p=", p_, ", inplace=False"); }
 
-MaxPool2d::MaxPool2d(Size2 kernel_size, std::optional<Size2> stride, Size2 padding)
-    : kernel_size_(kernel_size), stride_(stride.value_or(kernel_size)), padding_(padding) {}
+MaxPool2d::MaxPool2d(Size2 kernel_size, const MaxPool2dOptions& options)
+    : kernel_size_(kernel_size), stride_(options.stride.value_or(kernel_size)), padding_(options.padding) {}
 
 std::string MaxPool2d::extra_repr() const {
-  return detail::concat("kernel_size=", kernel_size_.h, ", stride=", stride_.h, ", padding=", padding_.h);
+  return detail::concat("kernel_size=", size2_as_given(kernel_size_), ", stride=", size2_as_given(stride_),
+                        ", padding=", size2_as_given(padding_), ", dilation=1, ceil_mode=False");
 }
 
-std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + size2_str(output_size_); }
+std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + size2_as_given(output_size_); }
 
 BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options)
     : num_features_(num_features), options_(options) {

@@ -11,12 +11,18 @@
 
 namespace tessera::nn {
 
+struct LinearOptions {
+  bool bias = true;
+};
+
 // y = x W^T + b. weight [out_features, in_features], bias [out_features].
+//
+//   ts::nn::Linear fc(784, 128);
+//   ts::nn::Linear head(768, 50257, {.bias = false});
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Linear(int64_t in_features, int64_t out_features, const LinearOptions& options = {});
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
 
   Tensor weight;
@@ -26,6 +32,8 @@ class Linear : public Module {
   int64_t in_features_, out_features_;
 };
 
+// The layer's options: how it slides (as ts::conv2d's Conv2dFuncOptions) and whether it has
+// a bias.
 struct Conv2dOptions {
   Size2 stride = 1;
   Size2 padding = 0;
@@ -34,11 +42,12 @@ struct Conv2dOptions {
 };
 
 // 2-D convolution, NCHW. weight [out, in, kh, kw], bias [out].
+//
+//   ts::nn::Conv2d conv(3, 64, 7, {.stride = 2, .padding = 3, .bias = false});
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, const Conv2dOptions& options = {});
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
 
   Tensor weight;
@@ -53,33 +62,36 @@ class Conv2d : public Module {
 class ReLU : public Module {
  public:
   Tensor forward(Tensor input) override { return relu(input); }
-  std::string type_name() const override { return "ReLU"; }
 };
 
-// Zeroes elements with probability p in training mode (see batch_scope.h for how masks
-// are keyed); the identity in eval mode.
+// Zeroes elements with probability p in training mode; the identity in eval mode. Masks
+// are keyed by the BatchScope's position (batch_scope.h), or outside one by the default
+// generator (ts::manual_seed), each call taking the next step of its sequence.
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "Dropout"; }
   std::string extra_repr() const override;
   double p() const { return p_; }
   // The key of this module's next mask: seed, step and first row from the current
-  // BatchScope (outside one, the step counts calls), the stream from path(). forward()
+  // BatchScope (outside one, from the default generator), the stream from path(). forward()
   // takes one per training call; attention's dropout (nn/attention.h) takes one too.
   DropoutKey next_key();
 
  private:
   double p_;
-  uint64_t calls_ = 0;  // the step used outside a BatchScope
 };
 
+struct MaxPool2dOptions {
+  std::optional<Size2> stride{};  // unset: kernel_size, as in PyTorch
+  Size2 padding = 0;
+};
+
+//   ts::nn::MaxPool2d pool(3, {.stride = 2, .padding = 1});   // ResNet's
 class MaxPool2d : public Module {
  public:
-  explicit MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0);
+  explicit MaxPool2d(Size2 kernel_size, const MaxPool2dOptions& options = {});
   Tensor forward(Tensor input) override { return max_pool2d(input, kernel_size_, stride_, padding_); }
-  std::string type_name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
 
  private:
@@ -94,7 +106,6 @@ class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(Size2 output_size) : output_size_(output_size) {}
   Tensor forward(Tensor input) override { return adaptive_avg_pool2d(input, output_size_); }
-  std::string type_name() const override { return "AdaptiveAvgPool2d"; }
   std::string extra_repr() const override;
 
  private:
@@ -122,7 +133,6 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {});
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
   int64_t num_features() const { return num_features_; }
   const BatchNormOptions& options() const { return options_; }
@@ -144,7 +154,6 @@ class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim_(start_dim), end_dim_(end_dim) {}
   Tensor forward(Tensor input) override { return input.flatten(start_dim_, end_dim_); }
-  std::string type_name() const override { return "Flatten"; }
   std::string extra_repr() const override;
 
  private:
@@ -155,7 +164,6 @@ class LogSoftmax : public Module {
  public:
   explicit LogSoftmax(int64_t dim) : dim_(dim) {}
   Tensor forward(Tensor input) override { return log_softmax(input, dim_); }
-  std::string type_name() const override { return "LogSoftmax"; }
   std::string extra_repr() const override;
 
  private:
@@ -179,7 +187,6 @@ class Sequential : public Module {
     return ref;
   }
   Tensor forward(Tensor input) override;
-  std::string type_name() const override { return "Sequential"; }
   size_t size() const { return modules_.size(); }
   Module& operator[](size_t index) { return *modules_.at(index); }
 

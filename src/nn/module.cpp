@@ -1,6 +1,9 @@
 #include "tessera/nn/module.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <ostream>
 #include <map>
 #include <set>
@@ -31,7 +34,9 @@ bool is_deferred(const Tensor& t) { return t.defined() && t.storage()->is_deferr
 
 Tensor Module::deferred_parameter(const Shape& shape, const InitRule& rule, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  PendingInit pending{rule, dtype, "", 0};
+  // Keyed by the default generator's seed, so ts::manual_seed(s) before building a model
+  // sets its initialisation, as in PyTorch (reset_parameters re-keys it later).
+  PendingInit pending{rule, dtype, "", initial_seed()};
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype),
                                             Device::cpu(), std::move(pending));
   impl->sizes = shape;
@@ -378,29 +383,60 @@ std::vector<std::pair<std::string, Tensor*>> Module::parameter_slots() {
   return out;
 }
 
+std::string class_name_of(const std::type_info& type) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled != nullptr ? demangled : type.name();
+  std::free(demangled);
+  // Without template arguments, then without namespaces and enclosing functions
+  // ("f()::Net", "(anonymous namespace)::Net").
+  name = name.substr(0, name.find('<'));
+  const size_t last = name.rfind("::");
+  return last == std::string::npos ? name : name.substr(last + 2);
+}
+
+std::string Module::type_name() const { return class_name_of(typeid(*this)); }
+
 namespace {
 
-void print_module(std::ostream& out, Module& module, int indent) {
-  out << module.type_name() << "(" << module.extra_repr();
-  auto children = module.named_children();
-  if (children.empty()) {
-    out << ")";
-    return;
+// Every line after the first indented by `spaces` (PyTorch's _addindent).
+std::string indent_continuation(const std::string& text, size_t spaces) {
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out.append(spaces, ' ');
   }
-  out << "\n";
-  for (auto& [name, child] : children) {
-    out << std::string(static_cast<size_t>(indent + 2), ' ') << "(" << name << "): ";
-    print_module(out, *child, indent + 2);
-    out << "\n";
-  }
-  out << std::string(static_cast<size_t>(indent), ' ') << ")";
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  if (text.empty()) return lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 }  // namespace
 
-std::ostream& operator<<(std::ostream& out, Module& module) {
-  print_module(out, module, 0);
-  return out;
+// torch.nn.Module.__repr__: the extra_repr's lines, then "(name): child" per child; one
+// line inside the parentheses when there is a single extra line and no child.
+std::string repr(const Module& module) {
+  std::vector<std::string> lines = split_lines(module.extra_repr());
+  const size_t extra_lines = lines.size();
+  for (auto& [name, child] : module.named_children()) {
+    lines.push_back("(" + name + "): " + indent_continuation(repr(*child), 2));
+  }
+  std::string out = module.type_name() + "(";
+  if (extra_lines == 1 && lines.size() == 1) {
+    out += lines[0];
+  } else if (!lines.empty()) {
+    for (const std::string& line : lines) out += "\n  " + line;
+    out += "\n";
+  }
+  return out + ")";
 }
+
+std::ostream& operator<<(std::ostream& out, const Module& module) { return out << repr(module); }
 
 }  // namespace tessera::nn

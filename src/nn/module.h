@@ -17,11 +17,14 @@
 // Parameters start deferred: they know their shape and init rule and take memory only on
 // first use, with values keyed by (seed, full dotted name, element index). So a model is
 // the same whatever the world size, and FSDP can fill each rank's shard without building
-// the full model. reset_parameters(seed) re-keys every parameter to a new seed.
+// the full model. The seed is the default generator's when the parameter is made
+// (ts::manual_seed, tensor/random.h; 0 unless set); reset_parameters(seed) re-keys every
+// parameter to another.
 #pragma once
 
 #include <functional>
 #include <iosfwd>
+#include <typeinfo>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,9 +61,11 @@ class Module {
   // The computation. Modules whose forward takes something other than one tensor define
   // their own call operator and leave this one throwing.
   virtual Tensor forward(Tensor input);
-  // The class name used in messages and printing ("Linear").
-  virtual std::string type_name() const { return "Module"; }
-  // Extra text inside the printed form ("in_features=784, out_features=128").
+  // The class name used in messages, printing and FSDP's module_type policy: by default the
+  // class's own name without namespaces ("Linear", "Net"), as PyTorch's repr shows it.
+  virtual std::string type_name() const;
+  // Extra text inside the printed form ("in_features=784, out_features=128"); several
+  // lines are printed one per line, as PyTorch does.
   virtual std::string extra_repr() const { return ""; }
   // True for modules that only hold others and are never called themselves (ModuleList,
   // ModuleDict). FSDP never makes one a unit: its forward hooks would never run.
@@ -196,7 +201,14 @@ void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& ex
                             const std::vector<std::pair<std::string, Shape>>& found, bool strict,
                             const std::string& what);
 
-// PyTorch-style printing: "Net(\n  (fc1): Linear(in_features=784, ...)\n ...)".
-std::ostream& operator<<(std::ostream& out, Module& module);
+// "Block" for a class tessera::models::Block<float> or a local class Block: the class's own
+// name, as type_name() gives it by default.
+std::string class_name_of(const std::type_info& type);
+
+// PyTorch's repr: "Net(\n  (fc1): Linear(in_features=784, ...)\n ...)", children indented
+// by two spaces per level; a module's extra_repr comes first, on its own line when it has
+// children.
+std::string repr(const Module& module);
+std::ostream& operator<<(std::ostream& out, const Module& module);
 
 }  // namespace tessera::nn

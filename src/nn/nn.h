@@ -11,4 +11,5 @@
 #include "tessera/nn/layer_norm.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"
+#include "tessera/nn/module_holder.h"
 #include "tessera/nn/sharded_parameter.h"

@@ -21,6 +21,16 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, std::string_view 
            dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
 }
 
+// The gradient a backward kernel receives for an output of `input`'s shape: defined, on
+// input's device, of its dtype and shape.
+inline void check_gradient_of(const Tensor& grad_output, const Tensor& input, std::string_view op) {
+  check_defined(grad_output, op, "grad_output");
+  check_same_device(grad_output, input, op);
+  check_same_dtype(grad_output, input, op);
+  TS_CHECK(grad_output.sizes() == input.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad_output.sizes()),
+           " for an input of shape ", shape_str(input.sizes()));
+}
+
 // The CPU kernels' entry check; CUDA tensors are routed to cuda/ before reaching it.
 inline void check_cpu(const Tensor& tensor, std::string_view op) {
   TS_CHECK(tensor.device().is_cpu(), DeviceError, op, ": no kernel for ", tensor.device().str(),

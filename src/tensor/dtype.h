@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "tessera/tensor/error.h"
 
@@ -90,19 +91,26 @@ decltype(auto) dispatch_floating(DType dtype, std::string_view op, Body&& body) 
   }
 }
 
-// Like dispatch_floating, over every dtype with CPU arithmetic (f32, f64, i64, u8). bool
-// has no arithmetic (as in PyTorch, `-mask` and `mask - mask` are errors): the ops that
-// take it use dispatch_numeric_or_bool or dispatch_all.
+// Like dispatch_floating, over every dtype with arithmetic (f32, f64, i64, u8), for a
+// kernel on `backend` ("the CPU", "CUDA"), which the error names. bool has no arithmetic
+// (as in PyTorch, `-mask` and `mask - mask` are errors): the ops that take it use
+// dispatch_numeric_or_bool or dispatch_all.
 template <class Body>
-decltype(auto) dispatch_numeric(DType dtype, std::string_view op, Body&& body) {
+decltype(auto) dispatch_numeric_on(std::string_view backend, DType dtype, std::string_view op, Body&& body) {
   switch (dtype) {
     case DType::f32: return body.template operator()<float>();
     case DType::f64: return body.template operator()<double>();
     case DType::i64: return body.template operator()<int64_t>();
     case DType::u8: return body.template operator()<uint8_t>();
     default:
-      throw DTypeError(detail::concat(op, ": not implemented for ", dtype_name(dtype), " on the CPU"));
+      throw DTypeError(detail::concat(op, ": not implemented for ", dtype_name(dtype), " on ", backend));
   }
+}
+
+// dispatch_numeric_on for the CPU kernels.
+template <class Body>
+decltype(auto) dispatch_numeric(DType dtype, std::string_view op, Body&& body) {
+  return dispatch_numeric_on("the CPU", dtype, op, std::forward<Body>(body));
 }
 
 // dispatch_numeric plus bool: comparisons, logical ops, where, cumsum and sum read bools.

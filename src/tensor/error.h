@@ -21,12 +21,20 @@ class ValueError : public Error { using Error::Error; };
 // A feature that was not compiled in (CUDA, MPI, ...) was asked for at run time.
 class NotCompiledError : public Error { using Error::Error; };
 
-namespace detail {
+// The parts written one after another into a string, as c10::str: a message built from
+// numbers, shapes and names (ts::str("--epochs must be >= 1, got ", epochs)).
 template <class... Parts>
-std::string concat(const Parts&... parts) {
+std::string str(const Parts&... parts) {
   std::ostringstream out;
   (out << ... << parts);
   return out.str();
+}
+
+namespace detail {
+// The library's own spelling of str(), used by TS_CHECK and throughout src/.
+template <class... Parts>
+std::string concat(const Parts&... parts) {
+  return str(parts...);
 }
 }  // namespace detail
 

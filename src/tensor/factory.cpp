@@ -50,6 +50,30 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& generat
   return finish(t, o);
 }
 
+Tensor rand(const Shape& shape, const TensorOptions& o) {
+  Tensor t;
+  with_default_generator([&](Generator& generator) { t = rand(shape, generator, o); });
+  return t;
+}
+
+Tensor randn(const Shape& shape, const TensorOptions& o) {
+  Tensor t;
+  with_default_generator([&](Generator& generator) { t = randn(shape, generator, o); });
+  return t;
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& o) {
+  Tensor t;
+  with_default_generator([&](Generator& generator) { t = randint(low, high, shape, generator, o); });
+  return t;
+}
+
+Tensor rand_like(const Tensor& like) { return rand(like.sizes(), {.dtype = like.dtype(), .device = like.device()}); }
+Tensor randn_like(const Tensor& like) { return randn(like.sizes(), {.dtype = like.dtype(), .device = like.device()}); }
+Tensor randint_like(const Tensor& like, int64_t low, int64_t high) {
+  return randint(low, high, like.sizes(), {.dtype = like.dtype(), .device = like.device()});
+}
+
 template <class T>
 Tensor tensor(const std::vector<T>& values, Shape shape, TensorOptions options) {
   TS_CHECK(options.dtype == dtype_of<T>, DTypeError, "tensor(): values of ", dtype_name(dtype_of<T>),

@@ -1,8 +1,11 @@
 // Creating tensors. Random draws come from a Generator (counter-based Philox): the same
-// seed gives the same values on every machine and at every world size.
+// seed gives the same values on every machine and at every world size. Without one they
+// come from the default generator (ts::manual_seed, random.h).
 //
 //   ts::Generator gen(42);
 //   ts::Tensor w = ts::randn({128, 64}, gen);
+//   ts::manual_seed(42);
+//   ts::Tensor u = ts::rand({3});                  // the default generator's
 //   ts::Tensor x = ts::tensor<float>({1, 2, 3, 4}, {2, 2});
 #pragma once
 
@@ -24,11 +27,18 @@ Tensor full_like(const Tensor& like, double value);
 Tensor arange(double end, const TensorOptions& options = {.dtype = DType::i64});
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {.dtype = DType::i64});
 
-// Uniform in [0, 1), standard normal, and integers in [low, high).
+// Uniform in [0, 1), standard normal, and integers in [low, high), from `generator` or
+// else the default generator. The *_like forms take `like`'s shape, dtype and device.
 Tensor rand(const Shape& shape, Generator& generator, const TensorOptions& options = {});
 Tensor randn(const Shape& shape, Generator& generator, const TensorOptions& options = {});
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& generator,
                const TensorOptions& options = {.dtype = DType::i64});
+Tensor rand(const Shape& shape, const TensorOptions& options = {});
+Tensor randn(const Shape& shape, const TensorOptions& options = {});
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& options = {.dtype = DType::i64});
+Tensor rand_like(const Tensor& like);
+Tensor randn_like(const Tensor& like);
+Tensor randint_like(const Tensor& like, int64_t low, int64_t high);
 
 // A tensor holding a copy of `values` with `shape` (default: 1-D).
 template <class T>

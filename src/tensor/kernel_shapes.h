@@ -428,12 +428,8 @@ inline ChannelLayout check_batch_norm_backward_operands(const Tensor& grad_outpu
                                                         const Tensor& weight, const Tensor& save_mean,
                                                         const Tensor& save_invstd) {
   const char* op = "batch_norm_backward";
-  check_defined(grad_output, op, "grad_output");
   check_defined(input, op);
-  check_same_device(grad_output, input, op);
-  check_same_dtype(grad_output, input, op);
-  TS_CHECK(grad_output.sizes() == input.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad_output.sizes()),
-           " for an input of shape ", shape_str(input.sizes()));
+  check_gradient_of(grad_output, input, op);
   const ChannelLayout layout = channel_layout(input, op);
   check_channel_tensor(weight, input, layout.channels, op, "weight");
   check_defined(save_mean, op, "save_mean");

@@ -16,14 +16,18 @@ inline void check_embedding_indices(const Tensor& indices, const char* op) {
            dtype_name(indices.dtype()), " of shape ", shape_str(indices.sizes()));
 }
 
-// Returns the output shape [*indices.shape, dim].
-inline Shape embedding_shape(const Tensor& weight, const Tensor& indices) {
-  const char* op = "embedding";
+// What every embedding kernel checks first: a 2-D weight, and int64 indices on its device.
+inline void check_embedding_operands(const Tensor& weight, const Tensor& indices, const char* op) {
   check_defined(weight, op, "weight");
   check_embedding_indices(indices, op);
   check_same_device(weight, indices, op);
   TS_CHECK(weight.dim() == 2, ShapeError, op, ": weight must be 2-D [num_embeddings, embedding_dim], got ",
            shape_str(weight.sizes()));
+}
+
+// Returns the output shape [*indices.shape, dim].
+inline Shape embedding_shape(const Tensor& weight, const Tensor& indices) {
+  check_embedding_operands(weight, indices, "embedding");
   Shape out = indices.sizes();
   out.push_back(weight.size(1));
   return out;
@@ -56,11 +60,7 @@ inline EmbeddingGradLayout check_embedding_backward_operands(const Tensor& grad_
 inline void check_embedding_renorm_operands(const Tensor& weight, const Tensor& indices, double max_norm,
                                             double norm_type) {
   const char* op = "embedding_renorm_";
-  check_defined(weight, op, "weight");
-  check_embedding_indices(indices, op);
-  check_same_device(weight, indices, op);
-  TS_CHECK(weight.dim() == 2, ShapeError, op, ": weight must be 2-D [num_embeddings, embedding_dim], got ",
-           shape_str(weight.sizes()));
+  check_embedding_operands(weight, indices, op);
   TS_CHECK(weight.is_contiguous(), ValueError, op, ": weight must be contiguous (it is renormalised in place)");
   TS_CHECK(max_norm >= 0, ValueError, op, ": max_norm must be non-negative, got ", max_norm);
   TS_CHECK(norm_type > 0, ValueError, op, ": norm_type must be positive, got ", norm_type);
@@ -120,12 +120,8 @@ inline LayerNormLayout check_layer_norm_backward_operands(const Tensor& grad_out
                                                           const Shape& normalized_shape, const Tensor& mean,
                                                           const Tensor& rstd, const Tensor& weight) {
   const char* op = "layer_norm_backward";
-  check_defined(grad_output, op, "grad_output");
   const LayerNormLayout layout = layer_norm_layout(input, normalized_shape, op);
-  check_same_device(grad_output, input, op);
-  check_same_dtype(grad_output, input, op);
-  TS_CHECK(grad_output.sizes() == input.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad_output.sizes()),
-           " for an input of shape ", shape_str(input.sizes()));
+  check_gradient_of(grad_output, input, op);
   check_layer_norm_parameter(weight, input, normalized_shape, op, "weight");
   const DType statistics = layer_norm_statistics_dtype(input.dtype());
   for (const Tensor* t : {&mean, &rstd}) {
@@ -148,12 +144,8 @@ inline void check_floating_unary(const Tensor& input, const char* op) {
 
 inline void check_gelu_backward_operands(const Tensor& grad_output, const Tensor& input) {
   const char* op = "gelu_backward";
-  check_defined(grad_output, op, "grad_output");
   check_floating_unary(input, op);
-  check_same_device(grad_output, input, op);
-  check_same_dtype(grad_output, input, op);
-  TS_CHECK(grad_output.sizes() == input.sizes(), ShapeError, op, ": gradient of shape ", shape_str(grad_output.sizes()),
-           " for an input of shape ", shape_str(input.sizes()));
+  check_gradient_of(grad_output, input, op);
 }
 
 }  // namespace tessera::native

@@ -10,20 +10,17 @@
 #include <tuple>
 #include <vector>
 
+#include "tessera/tensor/op_options.h"
 #include "tessera/tensor/size2.h"
 #include "tessera/tensor/tensor.h"
 
-namespace tessera {
-
-// GELU's two forms, as torch.nn.functional.gelu's approximate: none is x * Phi(x) =
-// x / 2 * (1 + erf(x / sqrt(2))); tanh is x / 2 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
-// Declared in tessera:: (not native::) so that a call gelu(x, approximate) finds
-// tessera::gelu only.
-enum class GeluApproximate { none, tanh };
-
-}  // namespace tessera
-
 namespace tessera::native {
+
+// The ops' option types are public (op_options.h; GeluApproximate stays outside native:: so
+// that a call gelu(x, approximate) finds tessera::gelu only).
+using Conv2dOptions = Conv2dFuncOptions;
+using ::tessera::DropoutKey;
+using ::tessera::Reduction;
 
 // Creation.
 Tensor empty(const Shape& shape, DType dtype, Device device);
@@ -96,11 +93,6 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // Convolution and pooling (NCHW).
-struct Conv2dOptions {
-  Size2 stride = 1;
-  Size2 padding = 0;
-  Size2 dilation = 1;
-};
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options);
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
                              const Conv2dOptions& options);
@@ -185,7 +177,6 @@ Tensor log_softmax(const Tensor& self, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
 Tensor softmax(const Tensor& self, int64_t dim);
 Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
-enum class Reduction { none, mean, sum };
 // log_probs [N, C], target int64 [N], weight [C] or undefined. Returns (loss, total_weight).
 std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
                                     Reduction reduction, int64_t ignore_index);
@@ -193,15 +184,8 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& log_probs, con
                          const Tensor& weight, Reduction reduction, int64_t ignore_index,
                          const Tensor& total_weight);
 
-// Dropout keyed by position: element (r, c) of row-major [rows, cols] (cols = numel of a
-// row) is kept when Philox(seed, stream, step, first_row + r, c) >= p. Returns the scaled
-// output and the uint8 keep-mask.
-struct DropoutKey {
-  uint64_t seed = 0;
-  uint64_t stream = 0;
-  uint64_t step = 0;
-  int64_t first_row = 0;
-};
+// Dropout keyed by position (DropoutKey, op_options.h). Returns the scaled output and the
+// uint8 keep-mask.
 std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, const DropoutKey& key);
 Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p);
 

@@ -3,12 +3,50 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <numbers>
 
 #include "tessera/tensor/error.h"
 #include "tessera/tensor/philox.h"
 
 namespace tessera {
+
+namespace {
+
+// The default generator and its lock (see random.h for why it is global).
+struct DefaultGenerator {
+  std::mutex mutex;
+  Generator generator{0};
+};
+
+DefaultGenerator& default_generator() {
+  static DefaultGenerator instance;
+  return instance;
+}
+
+}  // namespace
+
+void manual_seed(uint64_t seed) { set_rng_state(Generator(seed)); }
+
+uint64_t initial_seed() { return get_rng_state().seed(); }
+
+Generator get_rng_state() {
+  DefaultGenerator& state = default_generator();
+  std::lock_guard lock(state.mutex);
+  return state.generator;
+}
+
+void set_rng_state(const Generator& generator) {
+  DefaultGenerator& state = default_generator();
+  std::lock_guard lock(state.mutex);
+  state.generator = generator;
+}
+
+void with_default_generator(const std::function<void(Generator&)>& draw) {
+  DefaultGenerator& state = default_generator();
+  std::lock_guard lock(state.mutex);
+  draw(state.generator);
+}
 
 namespace {
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "tessera/tensor/dtype.h"
@@ -30,6 +31,27 @@ class Generator {
  private:
   uint64_t seed_, stream_, offset_ = 0;
 };
+
+// The default generator, as PyTorch's torch.default_generator: what ts::rand, randn,
+// randint, multinomial and nn::Dropout outside a BatchScope draw from when given no
+// Generator, and whose seed a module built afterwards initialises its parameters with.
+// It is the library's one piece of global random state, process-wide as in PyTorch, so
+// that `ts::manual_seed(s)` at the top of a program (on every rank) makes its run
+// repeatable. Draws lock it, so several threads may draw at once (in some order). It starts
+// as Generator(0). Tests that draw from it reset it first.
+//
+//   ts::manual_seed(42);
+//   ts::Tensor noise = ts::randn({2, 3});          // the default generator's next 6 elements
+void manual_seed(uint64_t seed);
+// The seed the default generator was last given (0 before any manual_seed).
+uint64_t initial_seed();
+// The default generator's position (a copy), and setting it back, to save and restore it
+// (checkpoint::GeneratorState records a Generator).
+Generator get_rng_state();
+void set_rng_state(const Generator& state);
+// Runs `draw` on the default generator with its lock held: how the functions above take
+// their elements from it.
+void with_default_generator(const std::function<void(Generator&)>& draw);
 
 // A distribution for parameter initialisation: element i of a parameter named `key` is
 // value(seed, key, i). Because the rule fills any slice [first, first + n) of the flat

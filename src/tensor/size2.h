@@ -8,10 +8,14 @@ namespace tessera {
 
 struct Size2 {
   int64_t h = 0, w = 0;
-  constexpr Size2(int64_t both) : h(both), w(both) {}  // NOLINT: implicit on purpose
+  // Given as one number: layers print it back as one (MaxPool2d(kernel_size=3, ...)), as
+  // PyTorch prints the argument it was given.
+  bool one_number = false;
+  constexpr Size2(int64_t both) : h(both), w(both), one_number(true) {}  // NOLINT: implicit on purpose
   constexpr Size2(int64_t height, int64_t width) : h(height), w(width) {}
   constexpr int64_t operator[](int i) const { return i == 0 ? h : w; }
-  constexpr bool operator==(const Size2&) const = default;
+  // The same pair, however it was written.
+  constexpr bool operator==(const Size2& other) const { return h == other.h && w == other.w; }
 };
 
 }  // namespace tessera

@@ -5,7 +5,6 @@
 #include <sstream>
 #include <cstring>
 
-#include "tessera/autograd/meta.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera {

@@ -28,7 +28,6 @@ namespace tessera {
 class Tensor;
 class Generator;
 namespace autograd {
-struct AutogradMeta;
 class Node;
 }  // namespace autograd
 
@@ -38,13 +37,20 @@ struct TensorOptions {
   bool requires_grad = false;
 };
 
+// What autograd keeps on a tensor (its gradient, grad_fn, hooks). The autograd layer
+// defines it (autograd/meta.h); tensor/ only owns it, so that it depends on nothing above
+// it (PyTorch's AutogradMetaInterface).
+struct AutogradMetaInterface {
+  virtual ~AutogradMetaInterface() = default;
+};
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
   Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
-  std::unique_ptr<autograd::AutogradMeta> autograd;  // null until autograd needs it
+  std::unique_ptr<AutogradMetaInterface> autograd;  // null until autograd needs it
 
   TensorImpl();
   ~TensorImpl();
@@ -175,6 +181,7 @@ class Tensor {
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   Tensor cumsum(int64_t dim) const;
   Tensor multinomial(int64_t num_samples, bool replacement, Generator& generator) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false) const;  // the default generator
   Tensor logical_not() const;
   Tensor logical_and(const Tensor& other) const;
   Tensor logical_or(const Tensor& other) const;

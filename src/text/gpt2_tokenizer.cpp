@@ -12,6 +12,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "tessera/io/byte_text.h"
 #include "tessera/io/errors.h"
 #include "tessera/io/json.h"
 #include "tessera/tensor/error.h"
@@ -83,12 +84,6 @@ std::string read_whole_file(const std::filesystem::path& file) {
 std::string code_point_name(char32_t c) {
   char text[16];
   std::snprintf(text, sizeof text, "U+%04X", static_cast<unsigned>(c));
-  return text;
-}
-
-std::string byte_name(uint8_t byte) {
-  char text[8];
-  std::snprintf(text, sizeof text, "0x%02X", byte);
   return text;
 }
 
@@ -173,7 +168,7 @@ void GPT2Tokenizer::Vocabulary::read_encoder_json(std::string_view text, const s
       std::string spelled;
       append_utf8(spelled, byte_to_unicode(static_cast<uint8_t>(byte)));
       throw io::FormatError(detail::concat("GPT-2 vocabulary '", source, "': no token for the byte ",
-                                           byte_name(static_cast<uint8_t>(byte)), " (\"", spelled,
+                                           io::byte_text(static_cast<uint8_t>(byte)), " (\"", spelled,
                                            "\"): byte-level BPE needs all 256 bytes as tokens"));
     }
     byte_tokens[byte] = found->second;

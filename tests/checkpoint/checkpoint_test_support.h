@@ -36,7 +36,6 @@ struct SmallNet : ts::nn::Module {
     register_buffer("counts", counts);
     register_modules({{"fc1", fc1}, {"fc2", fc2}});
   }
-  std::string type_name() const override { return "SmallNet"; }
   ts::Tensor forward(ts::Tensor x) override { return fc2(ts::relu(fc1(x))) * scale; }
 };
 

@@ -123,6 +123,11 @@ TEST_CASE("MNIST errors name the files") {
     CHECK(contains(message, "looked for '" + (dir / "train-images-idx3-ubyte").string() + "' and '" +
                                 (dir / "train-images-idx3-ubyte.gz").string() + "'"));
     CHECK(contains(message, "scripts/get-mnist"));
+    // One failure, one type: a data file that cannot be read is an io::IOError, as a
+    // checkpoint's or a safetensors file's is.
+    CHECK(error_of<ts::io::IOError>([&] { ts::data::MNIST(dir.path(), Split::train); }) ==
+          error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); }));
+    CHECK_THROWS_AS(ts::io::load((dir / "missing.safetensors").string()), ts::io::IOError);
     write_fake(dir.path(), {.prefix = "train"});
     message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::test); });
     CHECK(contains(message, "MNIST test: no images file"));

@@ -7,6 +7,8 @@
 //   exit      rank 1 calls _exit(7) mid-step while rank 0 waits in an all-reduce
 //   sigkill   rank 1 raises SIGKILL mid-step while rank 0 waits in an all-reduce
 //   throw     rank 1 throws an uncaught exception mid-step while rank 0 waits
+//   throw_with_handler  the same, in a program that set its own terminate handler before
+//             init(): it still runs (it prints "the program's terminate handler ran")
 //   return    rank 1 returns from main mid-step while rank 0 waits in an all-reduce
 //   return_then_issue  rank 1 returns from main; rank 0 computes a while, then issues one
 //   uneven_finish      a correct job: rank 1 ends early, rank 0 later; both must exit 0
@@ -20,6 +22,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <exception>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -106,8 +109,15 @@ int mismatch_silent(ts::dist::ProcessGroup& world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto world = ts::dist::init(argc, argv);
   std::string scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "throw_with_handler") {
+    std::set_terminate([] {
+      std::fprintf(stderr, "the program's terminate handler ran\n");
+      std::fflush(stderr);
+      std::abort();
+    });
+  }
+  auto world = ts::dist::init(argc, argv);
   if (scenario == "mismatch") return mismatch(*world);
   if (scenario == "exit") {
     return fail_mid_step(*world, [&]() -> bool {
@@ -159,14 +169,14 @@ int main(int argc, char** argv) {
   }
   if (scenario == "cross_group") return cross_group(*world);
   if (scenario == "mismatch_silent") return mismatch_silent(*world);
-  if (scenario == "throw") {
+  if (scenario == "throw" || scenario == "throw_with_handler") {
     return fail_mid_step(*world, [&]() -> bool {
       mark_event(world->rank(), "throwing");
       throw std::runtime_error("deliberate failure in step 3");
     });
   }
   std::fprintf(stderr,
-               "usage: %s mismatch|exit|sigkill|throw|return|return_then_issue|uneven_finish|sigstop|compute_forever|"
+               "usage: %s mismatch|exit|sigkill|throw|throw_with_handler|return|return_then_issue|uneven_finish|sigstop|compute_forever|"
                "cross_group|mismatch_silent\n",
                argv[0]);
   return 2;

@@ -55,6 +55,15 @@ TEST_CASE("an uncaught exception on one rank aborts the job within 10 s, naming 
   CHECK(contains(job.output, "rank 0: waiting in an all-reduce"));
 }
 
+TEST_CASE("the program's own terminate handler still runs, and the job still ends within 10 s") {
+  JobResult job = run_job("MISUSE_WORKER", "throw_with_handler", false);
+  MESSAGE("uncaught exception with a program's handler: job ended ", job.seconds_after_event, " s after rank 1 threw");
+  check_failed_job(job, 10.0);
+  CHECK(contains(job.output,
+                 "tessera::dist: rank 1 of 2: uncaught exception (std::runtime_error): deliberate failure in step 3"));
+  CHECK(contains(job.output, "the program's terminate handler ran"));
+}
+
 TEST_CASE("a rank that returns from main mid-step ends every rank within 10 s (the exit watch)") {
   JobResult job = run_job("MISUSE_WORKER", "return", false);
   MESSAGE("return from main: job ended ", job.seconds_after_event, " s after rank 1 returned (", job.seconds_total,

@@ -17,6 +17,7 @@ namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 
 namespace {
 
@@ -100,12 +101,6 @@ Reference reference_run(DType dtype, OptimizerKind kind, int steps, const Data& 
   return ref;
 }
 
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = (a.to(DType::f64) - b.to(DType::f64));
-  double den = std::sqrt((b.to(DType::f64) * b.to(DType::f64)).sum().item<double>());
-  return std::sqrt((diff * diff).sum().item<double>()) / std::max(den, 1e-300);
-}
-
 void check_parity(DType dtype, OptimizerKind kind, ts::dist::ReduceOp reduction) {
   const auto& world = dist_test::world();
   const int steps = 20;
@@ -179,7 +174,7 @@ TEST_CASE("two equal-size parameters in one unit keep their order") {
   // One unit holding a.weight and b.weight, the same shape: a swapped layout would load
   // each into the other.
   struct Pair : ts::nn::Module {
-    ts::nn::Linear a{5, 5, false}, b{5, 5, false};
+    ts::nn::Linear a{5, 5, {.bias = false}}, b{5, 5, {.bias = false}};
     Pair() { register_modules({{"a", a}, {"b", b}}); }
     Tensor forward(Tensor x) override { return b(a(x)); }
   };

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "../../examples/mnist_net.h"
 #include "../dist/dist_test_support.h"
@@ -250,4 +252,31 @@ TEST_CASE("summon_full_params and fsdp::apply give full parameters and write cha
   other.load_state_dict(after);
   ts::StateDict reloaded = other.state_dict();
   for (auto& [name, tensor] : after) CHECK(reloaded.at(name).to_vector<double>() == tensor.to_vector<double>());
+}
+
+TEST_CASE("summon_full_params: end() reports a failed writeback; while another exception unwinds, that one wins") {
+  const auto& world = dist_test::world();
+  mnist::Net model;
+  fsdp::fully_shard(model, world);
+  // A parameter given data of another shape cannot be written back into its shard.
+  auto break_writeback = [&] { model.fc2.bias.set_data(ts::zeros({3})); };
+  {
+    fsdp::SummonFullParams full(model);
+    break_writeback();
+    CHECK_THROWS_AS(full.end(), ts::ShapeError);
+  }  // ended: the destructor does nothing more
+  // The user's exception propagates, instead of std::terminate for a second one.
+  try {
+    fsdp::SummonFullParams full(model);
+    break_writeback();
+    throw std::runtime_error("the user's failure");
+  } catch (const std::runtime_error& error) {
+    CHECK(std::string(error.what()) == "the user's failure");
+  }
+  // Without end() and without another exception, the destructor throws the failure itself.
+  auto destroy = [&] {
+    fsdp::SummonFullParams full(model);
+    break_writeback();
+  };
+  CHECK_THROWS_AS(destroy(), ts::ShapeError);
 }

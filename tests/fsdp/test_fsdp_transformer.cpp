@@ -16,6 +16,7 @@ namespace fsdp = tessera::fsdp;
 namespace nn = tessera::nn;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 
 namespace {
 
@@ -35,7 +36,7 @@ struct Block : nn::Module {
 
 struct TinyGPT : nn::Module {
   nn::ModuleDict transformer;
-  nn::Linear lm_head{kWidth, kVocab, false};
+  nn::Linear lm_head{kWidth, kVocab, {.bias = false}};
   TinyGPT() {
     transformer.emplace<nn::Embedding>("wte", kVocab, kWidth);
     transformer.emplace<nn::Embedding>("wpe", kTokens, kWidth);
@@ -82,12 +83,6 @@ double train_step(TinyGPT& model, ts::optim::Optimizer& optimizer, const Batch& 
   Tensor global = loss.detach();
   if (group) group->all_reduce(global);
   return global.item<double>();
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a - b;
-  const double den = std::sqrt((b * b).sum().item<double>());
-  return std::sqrt((diff * diff).sum().item<double>()) / std::max(den, 1e-300);
 }
 
 void check_parity(const fsdp::WrapPolicy& policy, const std::string& what) {

@@ -21,6 +21,7 @@ namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 
 namespace {
 
@@ -115,12 +116,6 @@ Run sharded_run(const std::vector<Batch>& batches, const fsdp::MixedPrecision& p
   }
   run.parameters = model.state_dict();
   return run;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a.to(DType::f64) - b.to(DType::f64);
-  double norm = std::sqrt((b.to(DType::f64) * b.to(DType::f64)).sum().item<double>());
-  return std::sqrt((diff * diff).sum().item<double>()) / std::max(norm, 1e-300);
 }
 
 void check_against_reference(const fsdp::MixedPrecision& policy, const char* what) {

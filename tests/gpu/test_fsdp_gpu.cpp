@@ -16,11 +16,13 @@
 
 #include "../../examples/mnist_net.h"
 #include "gpu_test.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 
 namespace {
 
@@ -55,12 +57,6 @@ Trained train(ts::Device device, const std::shared_ptr<ts::dist::ProcessGroup>& 
   }
   for (auto& [name, tensor] : model.state_dict()) trained.state.insert(name, tensor.cpu());
   return trained;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a.to(DType::f64) - b.to(DType::f64);
-  double norm = std::sqrt((b.to(DType::f64) * b.to(DType::f64)).sum().item<double>());
-  return std::sqrt((diff * diff).sum().item<double>()) / std::max(norm, 1e-300);
 }
 
 void check_close(const Trained& actual, const Trained& expected, double loss_tolerance, double parameter_tolerance,

@@ -14,6 +14,7 @@ namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 using ts::dist::ReduceOp;
 
 namespace {
@@ -24,12 +25,6 @@ std::vector<float> arange_values(int64_t count, float offset) {
   std::vector<float> values(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) values[i] = offset + static_cast<float>(i);
   return values;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a.to(DType::f64) - b.to(DType::f64);
-  double norm = std::sqrt((b.to(DType::f64) * b.to(DType::f64)).sum().item<double>());
-  return std::sqrt((diff * diff).sum().item<double>()) / std::max(norm, 1e-300);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <tessera/tensor/native.h>
 #include <tessera/tessera.h>
 
 #include "gpu_test.h"

@@ -10,6 +10,15 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
 DESTDIR="$scratch/root" meson install -C "$build_dir" --no-rebuild --quiet
+# The internal headers stay out of the installed tree (the kernels', FSDP's units and state).
+include_root=$(dirname "$(find "$scratch/root" -name tessera.h -path '*/tessera/tessera.h' | head -n 1)")
+for internal in tensor/native.h tensor/kernel_shapes.h tensor/layer_kernel_shapes.h tensor/device_check.h \
+                tensor/device_kernels.inc tensor/cpu tensor/cuda fsdp/unit.h fsdp/state.h; do
+  if [[ -e "$include_root/$internal" ]]; then
+    echo "internal header installed: $include_root/$internal" >&2
+    exit 1
+  fi
+done
 pc_file=$(find "$scratch/root" -name tessera.pc | head -n 1)
 [[ -n "$pc_file" ]] || { echo "tessera.pc was not installed" >&2; exit 1; }
 export PKG_CONFIG_PATH="$(dirname "$pc_file")"

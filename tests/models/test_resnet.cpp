@@ -84,7 +84,7 @@ std::vector<std::string> json_strings(const std::string& text) {
 
 // Builds ResNet-18 in `dtype` and loads the recipe's weights, in float32 through a
 // safetensors file (the path converted torchvision weights take).
-std::unique_ptr<ts::models::ResNet> recipe_model(DType dtype, const std::filesystem::path& scratch) {
+ts::nn::ModuleHolder<ts::models::ResNet> recipe_model(DType dtype, const std::filesystem::path& scratch) {
   auto model = ts::models::resnet18();
   if (dtype != DType::f32) model->to(dtype);
   ts::StateDict weights;
@@ -112,7 +112,7 @@ void check_mode(DType dtype, bool train) {
   std::vector<int64_t> targets;
   const json::Value target_list = json::parse(ref.metadata.at("targets"));
   for (const json::Value& v : target_list.as_array()) targets.push_back(v.as_int());
-  Tensor logits = (*model)(x);
+  Tensor logits = model(x);
   Tensor loss = ts::cross_entropy(logits, ts::tensor<int64_t>(targets));
   loss.backward();
 
@@ -243,7 +243,7 @@ TEST_CASE("ResNet structure and initialisation follow torchvision") {
   }
   CHECK(blocks == 8);
   CHECK(downsampled == std::vector<std::string>{"layer2.0", "layer3.0", "layer4.0"});
-  CHECK((*model)(ts::zeros({2, 3, 32, 32})).sizes() == Shape{2, 1000});
+  CHECK(model(ts::zeros({2, 3, 32, 32})).sizes() == Shape{2, 1000});
 
   // kaiming_normal_(fan_out): layer1.0.conv1 has fan_out 64 * 9, so std sqrt(2 / 576).
   Tensor w = model->layer1[0].named_parameters().front().second;
@@ -270,9 +270,9 @@ TEST_CASE("ResNet structure and initialisation follow torchvision") {
 
   auto narrow = ts::models::resnet18({.num_classes = 7, .width = 8});
   CHECK(narrow->fc.weight.sizes() == Shape{7, 64});
-  CHECK((*narrow)(ts::zeros({2, 3, 32, 32})).sizes() == Shape{2, 7});
+  CHECK(narrow(ts::zeros({2, 3, 32, 32})).sizes() == Shape{2, 7});
   auto deeper = ts::models::resnet34();
   CHECK(deeper->layer3.size() == 6);
-  CHECK_THROWS_WITH_AS((*model)(ts::zeros({2, 1, 32, 32})), doctest::Contains("expected images [N, 3, H, W]"),
+  CHECK_THROWS_WITH_AS(model(ts::zeros({2, 1, 32, 32})), doctest::Contains("expected images [N, 3, H, W]"),
                        ts::ShapeError);
 }

@@ -18,6 +18,7 @@ namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 using ts::DType;
 using ts::Tensor;
+using test_support::relative_difference;
 
 namespace {
 
@@ -51,17 +52,11 @@ Tensor rank_loss(ts::nn::Module& model, const Data& data, int step, ts::data::Ro
          static_cast<double>(kGlobalBatch);
 }
 
-std::unique_ptr<ts::models::ResNet> narrow_resnet() {
+ts::nn::ModuleHolder<ts::models::ResNet> narrow_resnet() {
   auto model = ts::models::resnet18(kNarrow);
   model->to(DType::f64);
   model->reset_parameters(kSeed);
   return model;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a.to(DType::f64) - b.to(DType::f64);
-  double den = std::sqrt(b.to(DType::f64).pow(2.0).sum().item<double>());
-  return std::sqrt(diff.pow(2.0).sum().item<double>()) / std::max(den, 1e-300);
 }
 
 // Copies `from` into the model's buffers (or snapshots them into `to`).
@@ -175,6 +170,6 @@ TEST_CASE("ResNet with one FSDP unit per BasicBlock trains like its one-process 
   model->eval();
   ts::NoGradGuard no_grad;
   const int64_t rows = world->rank() == 0 ? 2 : 0;
-  Tensor out = (*model)(data.images[0].narrow(0, 0, rows));
+  Tensor out = model(data.images[0].narrow(0, 0, rows));
   CHECK(out.sizes() == ts::Shape{rows, 5});
 }

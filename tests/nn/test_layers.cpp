@@ -56,6 +56,20 @@ TEST_CASE("Dropout is keyed by module, step and global row") {
   CHECK(m.a(x).to_vector<float>() == x.to_vector<float>());
 }
 
+TEST_CASE("Dropout outside a BatchScope is keyed by the default generator") {
+  nn::Dropout dropout(0.5);
+  ts::Tensor x = ts::ones({4, 50});
+  ts::manual_seed(3);
+  std::vector<float> first = dropout(x).to_vector<float>(), second = dropout(x).to_vector<float>();
+  CHECK(first != second);  // each call takes the next step of the generator's sequence
+  ts::manual_seed(3);
+  CHECK(dropout(x).to_vector<float>() == first);  // the same seed, the same masks
+  CHECK(dropout(x).to_vector<float>() == second);
+  ts::manual_seed(4);
+  CHECK(dropout(x).to_vector<float>() != first);  // another seed, another mask (was seed 0 always)
+  ts::manual_seed(0);
+}
+
 TEST_CASE("MaxPool2d, Flatten, LogSoftmax, ReLU") {
   ts::Tensor x = ts::arange(16, {.dtype = DType::f32}).view({1, 1, 4, 4});
   nn::MaxPool2d pool(2);

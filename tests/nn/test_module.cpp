@@ -22,15 +22,13 @@ struct Block : nn::Module {
     register_parameter("scale", scale);
     register_buffer("running", running);
   }
-  std::string type_name() const override { return "Block"; }
   ts::Tensor forward(ts::Tensor x) override { return act(fc(x)) * scale; }
 };
 
 struct Net : nn::Module {
   Block block;
-  nn::Linear head{3, 2, false};
+  nn::Linear head{3, 2, {.bias = false}};
   Net() { register_modules({{"block", block}, {"head", head}}); }
-  std::string type_name() const override { return "Net"; }
   ts::Tensor forward(ts::Tensor x) override { return head(block(x)); }
 };
 
@@ -174,6 +172,45 @@ TEST_CASE("forward hooks run around forward and can be removed") {
   fc.remove_hook(pre);
   fc(ts::ones({1, 2}));
   CHECK(events.size() == 3);
+}
+
+// The expected strings are what torch 1.13 prints for the same modules.
+TEST_CASE("printing: a module's own class name, torch's pooling arguments, extra lines before children") {
+  struct Head : nn::Module {
+    nn::MaxPool2d pool{3, {.stride = 2, .padding = 1}};
+    nn::MaxPool2d pair{{3, 2}};
+    nn::AdaptiveAvgPool2d global{1}, grid{{1, 2}};
+    nn::Sequential body;
+    Head() {
+      body.emplace<nn::ReLU>();
+      body.emplace<nn::Linear>(2, 3);
+      register_modules({{"pool", pool}, {"pair", pair}, {"global", global}, {"grid", grid}, {"body", body}});
+    }
+    std::string extra_repr() const override { return "hello=1\nworld=2"; }
+  };
+  struct Leaf : nn::Module {
+    std::string extra_repr() const override { return "size=4"; }
+  };
+  Head head;
+  CHECK(nn::repr(head) ==
+        "Head(\n"
+        "  hello=1\n"
+        "  world=2\n"
+        "  (pool): MaxPool2d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False)\n"
+        "  (pair): MaxPool2d(kernel_size=(3, 2), stride=(3, 2), padding=0, dilation=1, ceil_mode=False)\n"
+        "  (global): AdaptiveAvgPool2d(output_size=1)\n"
+        "  (grid): AdaptiveAvgPool2d(output_size=(1, 2))\n"
+        "  (body): Sequential(\n"
+        "    (0): ReLU()\n"
+        "    (1): Linear(in_features=2, out_features=3, bias=True)\n"
+        "  )\n"
+        ")");
+  CHECK(nn::repr(Leaf()) == "Leaf(size=4)");
+  CHECK(head.type_name() == "Head");
+  CHECK(nn::Conv2d(1, 2, 3).type_name() == "Conv2d");
+  std::ostringstream conv;
+  conv << nn::Conv2d(1, 2, 3);
+  CHECK(conv.str() == "Conv2d(1, 2, kernel_size=(3, 3), stride=(1, 1))");
 }
 
 TEST_CASE("printing looks like PyTorch's") {

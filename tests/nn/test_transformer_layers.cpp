@@ -47,12 +47,11 @@ struct Block : nn::Module {
   nn::Linear c_proj{32, 8};
   Block() { register_modules({{"ln_1", ln_1}, {"c_fc", c_fc}, {"gelu", gelu}, {"c_proj", c_proj}}); }
   Tensor forward(Tensor x) override { return x + c_proj(gelu(c_fc(ln_1(x)))); }
-  std::string type_name() const override { return "Block"; }
 };
 
 struct TinyGPT : nn::Module {
   nn::ModuleDict transformer;
-  nn::Linear lm_head{8, 11, false};
+  nn::Linear lm_head{8, 11, {.bias = false}};
   explicit TinyGPT(int layers) {
     transformer.emplace<nn::Embedding>("wte", 11, 8);
     transformer.emplace<nn::Embedding>("wpe", 6, 8);
@@ -67,7 +66,6 @@ struct TinyGPT : nn::Module {
     for (nn::Module& block : transformer.at<nn::ModuleList>("h")) x = block(x);
     return lm_head(transformer["ln_f"](x));
   }
-  std::string type_name() const override { return "TinyGPT"; }
 };
 
 }  // namespace
@@ -103,7 +101,7 @@ TEST_CASE("Embedding: lookup, the padding row's zero gradient, from_pretrained")
   Tensor weights = ts::arange(12, {.dtype = DType::f32}).view({4, 3});
   auto table = nn::Embedding::from_pretrained(weights, /*freeze=*/false, {.padding_idx = 0});
   Tensor ids = ts::tensor<int64_t>({2, 0, 2, 3}, {2, 2});
-  Tensor out = (*table)(ids);
+  Tensor out = table(ids);
   CHECK(out.sizes() == Shape{2, 2, 3});
   CHECK(out.to_vector<float>() == std::vector<float>{6, 7, 8, 0, 1, 2, 6, 7, 8, 9, 10, 11});
   out.sum().backward();

@@ -53,7 +53,6 @@ struct Part : ts::nn::Module {
     register_parameter("weight", weight);
     register_parameter("bias", bias);
   }
-  std::string type_name() const override { return "Part"; }
 };
 
 struct Net : ts::nn::Module {
@@ -67,7 +66,6 @@ struct Net : ts::nn::Module {
     register_parameter("scale", scale);
     register_modules({{"a", a}, {"b", b}});
   }
-  std::string type_name() const override { return "Net"; }
   static ts::Tensor initial(const std::string& dtype_name, const std::string& name) {
     return golden().at("inputs." + dtype_name + ".param." + name).clone();
   }

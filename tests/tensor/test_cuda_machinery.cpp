@@ -11,6 +11,7 @@
 #include <tessera/tensor/cuda/block_pool.h>
 #include <tessera/tensor/cuda/device_error_record.h>
 #include <tessera/tensor/cuda/first_that_runs.h>
+#include <tessera/tensor/native.h>
 #include <tessera/tessera.h>
 #include <vector>
 

@@ -1,6 +1,7 @@
 // Differentiable adaptive average pooling: the backward needs only the input's shape.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

@@ -3,6 +3,7 @@
 // with the input and the weight; the running statistics are buffers, never differentiated.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

@@ -1,6 +1,7 @@
 // Differentiable conv2d and max_pool2d.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 
@@ -9,7 +10,7 @@ using autograd::record;
 using autograd::saved;
 using autograd::TensorList;
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& options) {
   Tensor out = native::conv2d(input, weight, bias, options);
   if (needs_grad({input, weight, bias})) {
     record("Conv2dBackward", {input, weight, bias}, {out},

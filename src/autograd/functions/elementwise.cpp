@@ -1,8 +1,11 @@
 // Differentiable element-wise ops. Gradients of broadcast operands are summed back to
 // the operand's shape (native::sum_to).
+#include <limits>
+
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
 #include "tessera/tensor/device_check.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 
@@ -19,13 +22,20 @@ Tensor nmul(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::
 Tensor ndiv(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::div, a, b); }
 Tensor nmul(const Tensor& a, double b) { return native::binary(BinaryOp::mul, a, b); }
 
-// Records a one-input op whose gradient is g * local(x, y) for saved input x and output y.
+// What a unary op's backward reads, so that its node keeps only that (an activation per
+// layer saved for nothing otherwise): relu, exp, sigmoid, tanh and sqrt are written in
+// their output, abs and log in their input, neg in neither.
+enum class Reads { input, output, nothing };
+
+// Records a one-input op whose gradient is local(g, saved) for the saved tensor `reads`
+// names (undefined for Reads::nothing).
 template <class Local>
-Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, Local local) {
+Tensor unary_op(const char* name, UnaryOp op, Reads reads, const Tensor& x, Local local) {
   Tensor y = native::unary(op, x);
   if (needs_grad({x})) {
-    record(name, {x}, {y}, [x = saved(x), y = saved(y), local](const TensorList& g) {
-      return TensorList{local(g[0], x, y)};
+    Tensor kept = reads == Reads::input ? saved(x) : reads == Reads::output ? saved(y) : Tensor();
+    record(name, {x}, {y}, [kept = std::move(kept), local](const TensorList& g) {
+      return TensorList{local(g[0], kept)};
     });
   }
   return y;
@@ -56,10 +66,13 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::mul, a, b);
   if (needs_grad({a, b})) {
+    // d(ab)/da = b and d(ab)/db = a: each operand is kept only for the other's gradient.
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
     record("MulBackward", {a, b}, {out},
-           [a = saved(a), b = saved(b), need_a = a.requires_grad(), need_b = b.requires_grad()](const TensorList& g) {
-             return TensorList{need_a ? native::sum_to(nmul(g[0], b), a.sizes()) : Tensor(),
-                               need_b ? native::sum_to(nmul(g[0], a), b.sizes()) : Tensor()};
+           [kept_a = need_b ? saved(a) : Tensor(), kept_b = need_a ? saved(b) : Tensor(), shape_a = a.sizes(),
+            shape_b = b.sizes()](const TensorList& g) {
+             return TensorList{kept_b.defined() ? native::sum_to(nmul(g[0], kept_b), shape_a) : Tensor(),
+                               kept_a.defined() ? native::sum_to(nmul(g[0], kept_a), shape_b) : Tensor()};
            });
   }
   return out;
@@ -68,10 +81,11 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::div, a, b);
   if (needs_grad({a, b})) {
+    // a is read only for b's gradient.
     record("DivBackward", {a, b}, {out},
-           [a = saved(a), b = saved(b), need_b = b.requires_grad()](const TensorList& g) {
-             Tensor grad_a = native::sum_to(ndiv(g[0], b), a.sizes());
-             if (!need_b) return TensorList{grad_a, Tensor()};
+           [a = b.requires_grad() ? saved(a) : Tensor(), b = saved(b), shape_a = a.sizes()](const TensorList& g) {
+             Tensor grad_a = native::sum_to(ndiv(g[0], b), shape_a);
+             if (!a.defined()) return TensorList{grad_a, Tensor()};
              // d(a/b)/db = -a / b^2
              Tensor grad_b = native::unary(UnaryOp::neg, ndiv(nmul(g[0], a), nmul(b, b)));
              return TensorList{grad_a, native::sum_to(grad_b, b.sizes())};
@@ -144,33 +158,33 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor neg(const Tensor& x) {
-  return unary_op("NegBackward", UnaryOp::neg, x, [](const Tensor& g, const Tensor&, const Tensor&) {
+  return unary_op("NegBackward", UnaryOp::neg, Reads::nothing, x, [](const Tensor& g, const Tensor&) {
     return native::unary(UnaryOp::neg, g);
   });
 }
 
 Tensor abs(const Tensor& x) {
-  return unary_op("AbsBackward", UnaryOp::abs, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+  return unary_op("AbsBackward", UnaryOp::abs, Reads::input, x, [](const Tensor& g, const Tensor& x) {
     return nmul(g, native::unary(UnaryOp::sign, x));
   });
 }
 
 Tensor exp(const Tensor& x) {
-  return unary_op("ExpBackward", UnaryOp::exp, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return nmul(g, y); });
+  return unary_op("ExpBackward", UnaryOp::exp, Reads::output, x, [](const Tensor& g, const Tensor& y) { return nmul(g, y); });
 }
 
 Tensor log(const Tensor& x) {
-  return unary_op("LogBackward", UnaryOp::log, x, [](const Tensor& g, const Tensor& x, const Tensor&) { return ndiv(g, x); });
+  return unary_op("LogBackward", UnaryOp::log, Reads::input, x, [](const Tensor& g, const Tensor& x) { return ndiv(g, x); });
 }
 
 Tensor sqrt(const Tensor& x) {
-  return unary_op("SqrtBackward", UnaryOp::sqrt, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+  return unary_op("SqrtBackward", UnaryOp::sqrt, Reads::output, x, [](const Tensor& g, const Tensor& y) {
     return ndiv(g, nmul(y, 2.0));
   });
 }
 
 Tensor relu(const Tensor& x) {
-  return unary_op("ReluBackward", UnaryOp::relu, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+  return unary_op("ReluBackward", UnaryOp::relu, Reads::output, x, [](const Tensor& g, const Tensor& y) {
     // The engine hands each node gradients it owns and drops them after the node runs, so a
     // gradient nothing else holds can take the result in place: no second activation-sized
     // buffer (9 MB per MNIST batch of 64) and one memory stream less.
@@ -185,13 +199,13 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
-  return unary_op("SigmoidBackward", UnaryOp::sigmoid, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+  return unary_op("SigmoidBackward", UnaryOp::sigmoid, Reads::output, x, [](const Tensor& g, const Tensor& y) {
     return nmul(g, nmul(y, native::binary(BinaryOp::sub, 1.0, y)));  // g * y * (1 - y)
   });
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary_op("TanhBackward", UnaryOp::tanh, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+  return unary_op("TanhBackward", UnaryOp::tanh, Reads::output, x, [](const Tensor& g, const Tensor& y) {
     return nmul(g, native::binary(BinaryOp::sub, 1.0, nmul(y, y)));  // g * (1 - y^2)
   });
 }
@@ -219,6 +233,27 @@ Tensor logical_not(const Tensor& x) { return native::binary(BinaryOp::eq, x, 0.0
 Tensor logical_and(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_and, a, b); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_or, a, b); }
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::logical_xor, a, b); }
+
+bool equal(const Tensor& a, const Tensor& b) {
+  check_defined(a, "equal");
+  check_defined(b, "equal");
+  if (a.sizes() != b.sizes()) return false;
+  return ne(a, b).sum().item<int64_t>() == 0;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  check_defined(a, "allclose");
+  check_defined(b, "allclose");
+  TS_CHECK(rtol >= 0 && atol >= 0, ValueError, "allclose: rtol and atol must be >= 0, got rtol=", rtol,
+           ", atol=", atol);
+  NoGradGuard no_grad;
+  const Tensor error = abs(a - b);
+  Tensor within = le(error, abs(b) * rtol + atol);
+  // As torch.isclose: only a finite error can be within the tolerance (inf against -inf,
+  // whose tolerance is infinite too, is not close).
+  if (is_floating(error.dtype())) within = logical_and(within, error < std::numeric_limits<double>::infinity());
+  return logical_not(logical_or(eq(a, b), within)).sum().item<int64_t>() == 0;
+}
 
 namespace {
 

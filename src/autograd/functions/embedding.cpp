@@ -5,6 +5,7 @@
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

@@ -4,6 +4,7 @@
 
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

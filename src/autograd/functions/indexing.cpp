@@ -3,6 +3,7 @@
 // (index_add_ / scatter_add_, both deterministic); the backward of a mask is the same mask.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

@@ -2,6 +2,7 @@
 // mean and rstd; the backward needs them with the input and the weight, nothing else.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

@@ -1,6 +1,7 @@
 // Differentiable matmul and linear.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 
@@ -52,12 +53,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = native::linear(x, weight, bias);
   if (needs_grad({x, weight, bias})) {
     record("LinearBackward", {x, weight, bias}, {out},
-           [x = saved(x), w = saved(weight), need_x = x.requires_grad(), need_w = weight.requires_grad(),
-            need_b = bias.defined() && bias.requires_grad()](const TensorList& g) {
+           // The input is read only for the weight's gradient, the weight only for the input's
+           // (a frozen layer keeps no activation).
+           [x = weight.requires_grad() ? saved(x) : Tensor(), w = x.requires_grad() ? saved(weight) : Tensor(),
+            x_shape = x.sizes(), need_b = bias.defined() && bias.requires_grad()](const TensorList& g) {
              TensorList grads(3);
              Tensor g2 = flatten_rows(g[0]);  // [rows, out]
-             if (need_x) grads[0] = native::view(native::matmul(g2, w), x.sizes());
-             if (need_w) grads[1] = native::matmul(native::transpose(g2, 0, 1), flatten_rows(x));
+             if (w.defined()) grads[0] = native::view(native::matmul(g2, w), x_shape);
+             if (x.defined()) grads[1] = native::matmul(native::transpose(g2, 0, 1), flatten_rows(x));
              if (need_b) grads[2] = native::sum(g2, {0}, false);
              return grads;
            });

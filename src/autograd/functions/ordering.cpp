@@ -3,6 +3,7 @@
 // from the end; multinomial draws integers and has no gradient.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 
@@ -46,12 +47,21 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   return out;
 }
 
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
+  Tensor out;
+  with_default_generator([&](Generator& generator) { out = multinomial(probs, num_samples, replacement, generator); });
+  return out;
+}
+
 std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
   return tessera::topk(*this, k, dim, largest, sorted);
 }
 Tensor Tensor::cumsum(int64_t dim) const { return tessera::cumsum(*this, dim); }
 Tensor Tensor::multinomial(int64_t num_samples, bool replacement, Generator& generator) const {
   return tessera::multinomial(*this, num_samples, replacement, generator);
+}
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement) const {
+  return tessera::multinomial(*this, num_samples, replacement);
 }
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // Differentiable reductions.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

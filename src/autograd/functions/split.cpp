@@ -4,6 +4,7 @@
 // gradient buffer in backward, not one zero-filled input-sized buffer per piece.
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/functions.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera {
 

@@ -70,6 +70,29 @@ std::array<int64_t, 3> line_offsets(const GatherLines& g, int64_t line) {
   return offsets;
 }
 
+// Calls visit(offsets, j, i) for element j of every line whose index i is in range, the
+// lines in parallel (each line touches only its own slots of the gathered or scattered
+// dim). Returns the flat position (line * length + j) of the first index out of range, or
+// lines * length when there is none.
+template <class Visit>
+int64_t for_each_index(const GatherLines& g, const Tensor& index, Visit&& visit) {
+  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  int64_t bad = g.lines * g.length;
+#pragma omp parallel for reduction(min : bad) if (index.numel() > cpu::kParallelGrain)
+  for (int64_t line = 0; line < g.lines; ++line) {
+    const std::array<int64_t, 3> at = line_offsets(g, line);
+    for (int64_t j = 0; j < g.length; ++j) {
+      const int64_t i = idx[at[0] + j * g.dim_stride[0]];
+      if (i < 0 || i >= g.self_dim_size) {
+        bad = std::min(bad, line * g.length + j);
+        continue;
+      }
+      visit(at, j, i);
+    }
+  }
+  return bad;
+}
+
 }  // namespace
 
 Tensor tril(const Tensor& self, int64_t diagonal) { return triangle<true>(self, diagonal, "tril"); }
@@ -133,23 +156,13 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   check_cpu(self, op);
   Tensor out = empty(index.sizes(), self.dtype(), self.device());
   const GatherLines g = gather_lines(index, self, out, d);
-  int64_t bad = g.lines * g.length;
+  int64_t bad = 0;
   dispatch_all(self.dtype(), [&]<class T>() {
-    const auto* idx = static_cast<const int64_t*>(index.data_ptr());
     const T* x = static_cast<const T*>(self.data_ptr());
     T* y = static_cast<T*>(out.data_ptr());
-#pragma omp parallel for reduction(min : bad) if (out.numel() > cpu::kParallelGrain)
-    for (int64_t line = 0; line < g.lines; ++line) {
-      const std::array<int64_t, 3> at = line_offsets(g, line);
-      for (int64_t j = 0; j < g.length; ++j) {
-        const int64_t i = idx[at[0] + j * g.dim_stride[0]];
-        if (i < 0 || i >= g.self_dim_size) {
-          bad = std::min(bad, line * g.length + j);
-          continue;
-        }
-        y[at[2] + j * g.dim_stride[2]] = x[at[1] + i * g.dim_stride[1]];
-      }
-    }
+    bad = for_each_index(g, index, [&](const std::array<int64_t, 3>& at, int64_t j, int64_t i) {
+      y[at[2] + j * g.dim_stride[2]] = x[at[1] + i * g.dim_stride[1]];
+    });
   });
   if (bad < g.lines * g.length) throw_bad_gather_index(index, g, bad, d, self, op);
   return out;
@@ -161,24 +174,14 @@ void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& 
   check_cpu(self, op);
   Tensor target = contiguous(self);
   const GatherLines g = gather_lines(index, target, src, d);
-  int64_t bad = g.lines * g.length;
+  int64_t bad = 0;
   dispatch_numeric(target.dtype(), op, [&]<class T>() {
-    const auto* idx = static_cast<const int64_t*>(index.data_ptr());
     T* y = static_cast<T*>(target.data_ptr());
     const T* x = static_cast<const T*>(src.data_ptr());
-#pragma omp parallel for reduction(min : bad) if (index.numel() > cpu::kParallelGrain)
-    for (int64_t line = 0; line < g.lines; ++line) {
-      const std::array<int64_t, 3> at = line_offsets(g, line);
-      for (int64_t j = 0; j < g.length; ++j) {
-        const int64_t i = idx[at[0] + j * g.dim_stride[0]];
-        if (i < 0 || i >= g.self_dim_size) {
-          bad = std::min(bad, line * g.length + j);
-          continue;
-        }
-        T& slot = y[at[1] + i * g.dim_stride[1]];
-        slot = static_cast<T>(slot + x[at[2] + j * g.dim_stride[2]]);
-      }
-    }
+    bad = for_each_index(g, index, [&](const std::array<int64_t, 3>& at, int64_t j, int64_t i) {
+      T& slot = y[at[1] + i * g.dim_stride[1]];
+      slot = static_cast<T>(slot + x[at[2] + j * g.dim_stride[2]]);
+    });
   });
   if (bad < g.lines * g.length) throw_bad_gather_index(index, g, bad, d, self, op);
   if (!target.is_same(self)) native::copy_(self, target);

@@ -188,19 +188,6 @@ __global__ void scatter_add_kernel(T* y, const int64_t* index, const T* src, Dev
   }
 }
 
-// The numeric dtypes the adds take (the CPU's dispatch_numeric): float32, float64, int64, uint8.
-template <class Body>
-void dispatch_add_dtype(DType dtype, const char* op, Body&& body) {
-  switch (dtype) {
-    case DType::f32: return body.template operator()<float>();
-    case DType::f64: return body.template operator()<double>();
-    case DType::i64: return body.template operator()<int64_t>();
-    case DType::u8: return body.template operator()<uint8_t>();
-    default:
-      throw DTypeError(detail::concat(op, ": not implemented for ", dtype_name(dtype), " on CUDA"));
-  }
-}
-
 }  // namespace
 
 Tensor tril(const Tensor& self, int64_t diagonal) { return triangle<true>(self, diagonal, "tril"); }
@@ -236,7 +223,7 @@ void index_add_(Tensor& self, int64_t dim, const Tensor& index_in, const Tensor&
   check_index_values(index, l.size, wrap_dim(dim, self.dim(), op), self, op);
   const int64_t columns = l.outer * l.inner;
   if (columns == 0 || index.numel() == 0) return;
-  dispatch_add_dtype(target.dtype(), op, [&]<class T>() {
+  dispatch_numeric_on("CUDA", target.dtype(), op, [&]<class T>() {
     index_add_kernel<T><<<blocks_for(columns), kThreads, 0, compute_stream(self.device().index)>>>(
         static_cast<T*>(target.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
         static_cast<const T*>(source.data_ptr()), l.outer, l.size, index.numel(), l.inner);
@@ -276,7 +263,7 @@ void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& 
   const int64_t total = g.lines * g.length;
   if (total == 0) return;
   BadPosition bad(total, self.device());
-  dispatch_add_dtype(target.dtype(), op, [&]<class T>() {
+  dispatch_numeric_on("CUDA", target.dtype(), op, [&]<class T>() {
     scatter_add_kernel<T><<<blocks_for(g.lines), kThreads, 0, compute_stream(self.device().index)>>>(
         static_cast<T*>(target.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
         static_cast<const T*>(src.data_ptr()), device_lines(g, op), bad.pointer());

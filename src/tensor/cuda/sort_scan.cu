@@ -79,19 +79,6 @@ void topk_lines(const Tensor& lines, int64_t line_count, int64_t size, int64_t k
   TS_CUDA_CHECK_LAUNCH("take_first_kernel");
 }
 
-// The numeric dtypes topk and searchsorted take: float32, float64, int64, uint8.
-template <class Body>
-void dispatch_ordered(DType dtype, const char* op, Body&& body) {
-  switch (dtype) {
-    case DType::f32: return body.template operator()<float>();
-    case DType::f64: return body.template operator()<double>();
-    case DType::i64: return body.template operator()<int64_t>();
-    case DType::u8: return body.template operator()<uint8_t>();
-    default:
-      throw DTypeError(detail::concat(op, ": not implemented for ", dtype_name(dtype), " on CUDA"));
-  }
-}
-
 // ---- cumsum ----
 
 template <class In, class Out, class Acc>
@@ -141,7 +128,7 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
   Tensor lines = self.dim() == 0 ? view(self, {1}) : contiguous(transpose(self, d, -1));
   Tensor line_values = empty({layout.outer * layout.inner, k}, self.dtype(), self.device());
   Tensor line_indices = empty({layout.outer * layout.inner, k}, DType::i64, self.device());
-  dispatch_ordered(self.dtype(), "topk", [&]<class T>() {
+  dispatch_numeric_on("CUDA", self.dtype(), "topk", [&]<class T>() {
     topk_lines<T>(lines, layout.outer * layout.inner, layout.size, k, largest, line_values, line_indices);
   });
   // Back to self's order of dims: the lines were self with dims d and last swapped.
@@ -192,7 +179,7 @@ Tensor searchsorted(const Tensor& sorted_in, const Tensor& values_in, bool right
   Tensor out = empty(values.sizes(), DType::i64, values.device());
   const int64_t total = layout.rows * layout.per_row;
   if (total == 0) return out;
-  dispatch_ordered(sorted.dtype(), "searchsorted", [&]<class T>() {
+  dispatch_numeric_on("CUDA", sorted.dtype(), "searchsorted", [&]<class T>() {
     searchsorted_kernel<T><<<blocks_for(total), kThreads, 0, compute_stream(sorted.device().index)>>>(
         static_cast<const T*>(sorted.data_ptr()), static_cast<const T*>(values.data_ptr()), total, layout.per_row,
         layout.length, layout.shared, right, static_cast<int64_t*>(out.data_ptr()));

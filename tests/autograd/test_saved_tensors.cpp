@@ -1,0 +1,83 @@
+// What backward nodes keep alive: only the tensors their formula reads (flashlight's rule),
+// measured with the CPU allocator's live bytes. Each case builds an input that only the
+// graph can keep (x = leaf * 1, then the handle is dropped), applies the op, and counts what
+// stays allocated besides the leaf and the output.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include <tessera/tessera.h>
+
+namespace ts = tessera;
+using ts::Tensor;
+
+namespace {
+
+constexpr int64_t kElements = 1 << 16;
+constexpr int64_t kBytes = kElements * 4;  // one float32 activation
+
+// Live bytes the graph of op(x) keeps beyond the leaf and the output, where x is an
+// intermediate (its only other holder is dropped).
+int64_t kept_beyond_output(const std::function<Tensor(const Tensor&)>& op) {
+  Tensor leaf = (ts::rand({kElements}) + 0.5).requires_grad_();
+  const int64_t before = ts::memory_stats().current_bytes;
+  Tensor output;
+  {
+    Tensor x = leaf * 1.0;  // MulBackward by a scalar keeps nothing
+    output = op(x);
+  }
+  return ts::memory_stats().current_bytes - before - static_cast<int64_t>(output.nbytes());
+}
+
+}  // namespace
+
+TEST_CASE("unary ops keep their output (relu, exp, sigmoid, tanh, sqrt), their input (abs, log) or nothing (neg)") {
+  ts::manual_seed(0);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::relu(x); }) == 0);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::exp(x); }) == 0);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::sigmoid(x); }) == 0);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::tanh(x); }) == 0);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::sqrt(x); }) == 0);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::abs(x); }) == kBytes);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::log(x); }) == kBytes);
+  CHECK(kept_beyond_output([](const Tensor& x) { return ts::neg(x); }) == 0);
+}
+
+TEST_CASE("mul keeps an operand only for the other's gradient; linear keeps its input only for the weight's") {
+  ts::manual_seed(0);
+  Tensor constant = ts::rand({kElements});  // needs no gradient
+  Tensor trained = ts::rand({kElements}).requires_grad_();
+  // x * constant: x's gradient reads the constant (which the caller holds anyway), not x.
+  CHECK(kept_beyond_output([&](const Tensor& x) { return x * constant; }) == 0);
+  // x * trained: trained's gradient reads x.
+  CHECK(kept_beyond_output([&](const Tensor& x) { return x * trained; }) == kBytes);
+  // x / constant keeps nothing of x either; x / trained needs x for trained's gradient.
+  CHECK(kept_beyond_output([&](const Tensor& x) { return x / constant; }) == 0);
+  CHECK(kept_beyond_output([&](const Tensor& x) { return x / trained; }) == kBytes);
+
+  // A frozen linear layer keeps no activation; a trained one keeps its input.
+  ts::nn::Linear layer(256, 256);
+  Tensor weight = layer.weight, bias = layer.bias;
+  (void)weight.data_ptr();  // materialised before measuring
+  (void)bias.data_ptr();
+  auto through_layer = [&](const Tensor& x) { return ts::linear(x.view({256, 256}), weight, bias); };
+  CHECK(kept_beyond_output(through_layer) == kBytes);
+  weight.requires_grad_(false);
+  bias.requires_grad_(false);
+  CHECK(kept_beyond_output(through_layer) == 0);
+}
+
+TEST_CASE("gradients are unchanged by what is kept") {
+  ts::manual_seed(1);
+  Tensor a = (ts::rand({5}, {.dtype = ts::DType::f64}) + 0.5).requires_grad_();
+  Tensor b = ts::rand({5}, {.dtype = ts::DType::f64}).requires_grad_();
+  Tensor loss = (ts::log(a) * b + ts::sqrt(a) / b - ts::abs(a).neg()).sum();
+  loss.backward();
+  for (int64_t i = 0; i < 5; ++i) {
+    const double x = a.at<double>({i}), y = b.at<double>({i});
+    CHECK(a.grad().at<double>({i}) == doctest::Approx(y / x + 0.5 / std::sqrt(x) / y + 1.0).epsilon(1e-12));
+    CHECK(b.grad().at<double>({i}) == doctest::Approx(std::log(x) - std::sqrt(x) / (y * y)).epsilon(1e-12));
+  }
+}
