@@ -85,7 +85,12 @@ void print_manifest(const ckpt::Manifest& manifest, int world_size) {
   if (manifest.optimizer.empty()) {
     std::printf("optimizer: none saved\n");
   } else {
-    std::printf("optimizer: %s  %s\n", manifest.optimizer.c_str(), small_tensors(manifest.optimizer_hyperparameters).c_str());
+    std::printf("optimizer: %s, %zu parameter group(s)\n", manifest.optimizer.c_str(), manifest.optimizer_groups.size());
+    for (size_t g = 0; g < manifest.optimizer_groups.size(); ++g) {
+      const ckpt::OptimizerGroupRecord& group = manifest.optimizer_groups[g];
+      std::printf("  group %zu: %s; %zu parameter(s)\n", g, small_tensors(group.hyperparameters).c_str(),
+                  group.params.size());
+    }
   }
   if (manifest.scheduler.empty()) {
     std::printf("scheduler: none saved\n");
@@ -108,11 +113,15 @@ void print_manifest(const ckpt::Manifest& manifest, int world_size) {
       std::printf("      %-32s %-18s offset %lld, %lld elements\n", entry.name.c_str(), ts::shape_str(entry.shape).c_str(),
                   static_cast<long long>(entry.offset), static_cast<long long>(entry.numel));
     }
-    if (!unit.state_tensors.empty() || !unit.state_scalars.empty()) {
+    std::vector<std::string> stepped{unit.flat_parameter};
+    for (const ts::fsdp::FlatEntry& entry : unit.parameters) stepped.push_back(entry.name);
+    for (const std::string& name : stepped) {
+      const ckpt::OptimizerStateRecord* record = manifest.find_optimizer_state(name);
+      if (record == nullptr) continue;
       std::string tensors;
-      for (const std::string& name : unit.state_tensors) tensors += (tensors.empty() ? "" : ", ") + name;
-      std::printf("      optimizer state: %s%s%s\n", tensors.c_str(),
-                  unit.state_scalars.empty() ? "" : "; ", small_tensors(unit.state_scalars).c_str());
+      for (const std::string& tensor : record->tensors) tensors += (tensors.empty() ? "" : ", ") + tensor;
+      std::printf("      optimizer state of %s: %s%s%s\n", name.c_str(), tensors.c_str(),
+                  record->scalars.empty() ? "" : "; ", small_tensors(record->scalars).c_str());
     }
   }
   std::printf("buffers: %zu\n", manifest.buffers.size());

@@ -11,6 +11,13 @@ namespace tessera::autograd {
 
 class Node;
 
+// Something another layer keeps on a tensor for as long as the tensor lives (FSDP marks
+// the parameters it shards, and the optimizer and clip_grad_norm read the mark). Found by
+// type, as Module attachments are.
+struct TensorAttachment {
+  virtual ~TensorAttachment() = default;
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;                           // a leaf's accumulated gradient
@@ -20,6 +27,7 @@ struct AutogradMeta {
   std::vector<std::pair<int, GradHook>> hooks;  // a leaf's gradient hooks
   std::vector<PostAccumulateGradHook> post_accumulate_hooks;
   int next_hook_handle = 0;
+  std::vector<std::shared_ptr<const TensorAttachment>> attachments;
 };
 
 // The tensor's meta, created if absent.
@@ -27,6 +35,21 @@ AutogradMeta& meta_of(const Tensor& tensor);
 // The tensor's meta, or null.
 inline AutogradMeta* find_meta(const Tensor& tensor) {
   return tensor.defined() ? tensor.impl()->autograd.get() : nullptr;
+}
+
+// Keeps `attachment` on `tensor` (every handle to it sees it; a detached copy does not).
+inline void attach(const Tensor& tensor, std::shared_ptr<const TensorAttachment> attachment) {
+  meta_of(tensor).attachments.push_back(std::move(attachment));
+}
+// The first attachment of type T on `tensor`, or null.
+template <class T>
+const T* find_attachment(const Tensor& tensor) {
+  const AutogradMeta* meta = find_meta(tensor);
+  if (meta == nullptr) return nullptr;
+  for (const auto& attachment : meta->attachments) {
+    if (const auto* typed = dynamic_cast<const T*>(attachment.get())) return typed;
+  }
+  return nullptr;
 }
 
 }  // namespace tessera::autograd

@@ -2,6 +2,7 @@
 // names on writing, and reading any flat range back from them.
 #include "tessera/checkpoint/full.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "tessera/checkpoint/chunks.h"
@@ -26,7 +27,7 @@ std::vector<std::pair<std::string, std::pair<DType, Shape>>> stored_tensors(cons
   for (const BufferRecord& buffer : manifest.buffers) out.push_back({buffer.name, {buffer.dtype, buffer.shape}});
   for (const UnitRecord& unit : manifest.units) {
     for (const fsdp::FlatEntry& entry : unit.parameters) {
-      for (const std::string& state : unit.state_tensors) {
+      for (const std::string& state : manifest.state_tensors_of(unit, entry)) {
         out.push_back({full_tensor_name(entry.name, state), {unit.dtype, entry.shape}});
       }
     }
@@ -106,9 +107,11 @@ void write_full(const FlatSource& source, const std::string& path) {
     std::vector<Tensor> states;
     for (const std::string& state : unit.state_tensors) states.push_back(source.slice(u, state, 0, unit.flat_numel));
     for (const fsdp::FlatEntry& entry : unit.parameters) {
-      for (size_t s = 0; s < states.size(); ++s) {
-        add(full_tensor_name(entry.name, unit.state_tensors[s]),
-            native::view(native::narrow(states[s], 0, entry.offset, entry.numel), entry.shape));
+      for (const std::string& state : manifest.state_tensors_of(unit, entry)) {
+        const size_t s = static_cast<size_t>(std::find(unit.state_tensors.begin(), unit.state_tensors.end(), state) -
+                                             unit.state_tensors.begin());
+        add(full_tensor_name(entry.name, state),
+            native::view(native::narrow(states.at(s), 0, entry.offset, entry.numel), entry.shape));
       }
     }
   }
@@ -144,12 +147,12 @@ FullCheckpoint::FullCheckpoint(const std::string& path) : file_(path) {
   json::Value value = check_and_strip_crc(parsed, reader);
   const json::Value& format = reader.member(value, "format", "manifest document");
   if (reader.string(format, "format") != kFullFormat) reader.fail(format, "format is not \"", kFullFormat, "\"");
-  reader.integer(reader.member(value, "version", "manifest document"), "version (this Tessera reads up to version 1)",
-                 1, kFormatVersion);
+  const int64_t version = reader.integer(reader.member(value, "version", "manifest document"),
+                                         "version (this Tessera reads up to version 2)", 1, kFormatVersion);
   const json::Value& chunk_json = reader.member(value, "crc32c_chunk_bytes", "manifest document");
   chunk_bytes_ = static_cast<uint64_t>(reader.integer(chunk_json, "crc32c_chunk_bytes", 8, int64_t{1} << 30));
   if (chunk_bytes_ % 8 != 0) reader.fail(chunk_json, "crc32c_chunk_bytes must be a multiple of 8");
-  manifest_ = manifest_from_json(reader.member(value, "manifest", "manifest document"), reader);
+  manifest_ = manifest_from_json(reader.member(value, "manifest", "manifest document"), reader, version);
   const json::Value& crcs_json = reader.member(value, "tensors", "manifest document");
   for (const auto& [name, list] : reader.object(crcs_json, "tensors")) {
     std::vector<uint32_t>& crcs = crcs_[name];
@@ -178,11 +181,12 @@ void FullCheckpoint::read(size_t unit, const std::string& state, int64_t first, 
   TS_CHECK(first >= 0 && last <= record.flat_numel, IndexError, "checkpoint '", path(), "': elements [", first, ", ",
            last, ") of unit '", record.name, "' leave its ", record.flat_numel);
   Tensor target = destination;
-  native::fill_(target, 0.0);  // the gaps between parameters
+  native::fill_(target, 0.0);  // the gaps between parameters, and parameters without this state
   for (const fsdp::FlatEntry& entry : record.parameters) {
     const int64_t begin = std::max(first, entry.offset), end = std::min(last, entry.offset + entry.numel);
     if (end <= begin) continue;
     const std::string name = full_tensor_name(entry.name, state);
+    if (!state.empty() && !crcs_.count(name)) continue;
     read_verified(file_, name, crcs_.at(name), chunk_bytes_, begin - entry.offset,
                   native::narrow(destination, 0, begin - first, end - begin));
   }

@@ -1,5 +1,6 @@
 #include "tessera/checkpoint/load_into.h"
 
+#include <map>
 #include <set>
 
 #include "tessera/autograd/grad_mode.h"
@@ -56,6 +57,63 @@ Tensor read_shard(const FlatSource& source, size_t index, const std::string& sta
   return shard;
 }
 
+std::string names_of(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return "[" + out + "]";
+}
+
+// The checkpoint's optimizer state in Optimizer::state_dict's layout for `optimizer`: its
+// groups must hold the same parameters (by name) as the checkpoint's; each
+// parameter's per-element state is its segment of this rank's shard of the unit's flat
+// state (the whole shard for a flat-shard parameter).
+StateDict prepare_optimizer(const FlatSource& source, const ModelView& view, const optim::Optimizer& optimizer,
+                            const std::vector<size_t>& record_of, const std::string& what) {
+  const Manifest& manifest = source.manifest();
+  TS_CHECK(!manifest.optimizer.empty(), ValueError, what, ": the checkpoint holds no optimizer state, but an ",
+           optimizer.type_name(), " was given to load");
+  TS_CHECK(manifest.optimizer == optimizer.type_name(), ValueError, what, ": the checkpoint holds ",
+           manifest.optimizer, " state, but the optimizer is ", optimizer.type_name());
+  TS_CHECK(manifest.optimizer_groups.size() == optimizer.param_group_count(), ValueError, what, ": the checkpoint's ",
+           manifest.optimizer, " has ", manifest.optimizer_groups.size(), " parameter group(s), the optimizer ",
+           optimizer.param_group_count());
+  StateDict out;
+  size_t first = 0;
+  for (size_t g = 0; g < manifest.optimizer_groups.size(); ++g) {
+    const OptimizerGroupRecord& record = manifest.optimizer_groups[g];
+    std::vector<std::string> names;
+    const size_t count = optimizer.params(g).size();
+    for (size_t i = first; i < first + count; ++i) names.push_back(view.optimizer_params[i].name);
+    // State is matched by name, so only the membership of a group matters, not its order.
+    TS_CHECK(std::set<std::string>(names.begin(), names.end()) ==
+                 std::set<std::string>(record.params.begin(), record.params.end()),
+             ValueError, what, ": parameter group ", g, " of the checkpoint holds ", names_of(record.params),
+             " but the optimizer's holds ", names_of(names), " (build the optimizer's groups as the saved run did)");
+    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    for (const auto& [name, value] : record.hyperparameters) out.insert(prefix + name, value);
+    std::vector<int64_t> indices(count);
+    for (size_t k = 0; k < count; ++k) indices[k] = static_cast<int64_t>(first + k);
+    out.insert(prefix + "params", tensor<int64_t>(indices, {static_cast<int64_t>(count)}));
+    first += count;
+  }
+  std::map<std::pair<size_t, std::string>, Tensor> shards;  // (model unit, state) -> this rank's shard
+  for (size_t i = 0; i < view.optimizer_params.size(); ++i) {
+    const OptimizerParam& where = view.optimizer_params[i];
+    const OptimizerStateRecord* record = manifest.find_optimizer_state(where.name);
+    if (record == nullptr) continue;
+    // Scalars first: the order Tessera's optimizers create their state in ("step", then tensors).
+    const std::string prefix = "state." + std::to_string(i) + ".";
+    for (const auto& [name, value] : record->scalars) out.insert(prefix + name, value);
+    for (const std::string& state : record->tensors) {
+      auto key = std::make_pair(where.unit, state);
+      if (!shards.count(key)) shards[key] = read_shard(source, record_of[where.unit], state, view.units[where.unit].info);
+      const Tensor& shard = shards.at(key);
+      out.insert(prefix + state, where.entry < 0 ? shard : native::clone(native::narrow(shard, 0, where.shard_offset, where.numel)));
+    }
+  }
+  return out;
+}
+
 Prepared prepare(const FlatSource& source, const ModelView& view, const Stateful& with, const std::string& what) {
   const Manifest& manifest = source.manifest();
   Prepared prepared;
@@ -80,35 +138,16 @@ Prepared prepare(const FlatSource& source, const ModelView& view, const Stateful
     record_of.push_back(static_cast<size_t>(record - manifest.units.data()));
   }
 
-  if (with.optimizer != nullptr) {
-    TS_CHECK(!manifest.optimizer.empty(), ValueError, what, ": the checkpoint holds no optimizer state, but an ",
-             with.optimizer->type_name(), " was given to load");
-    TS_CHECK(manifest.optimizer == with.optimizer->type_name(), ValueError, what, ": the checkpoint holds ",
-             manifest.optimizer, " state, but the optimizer is ", with.optimizer->type_name());
-    for (const auto& [name, value] : manifest.optimizer_hyperparameters) {
-      prepared.optimizer_state.insert("param_groups.0." + name, value);
-    }
-    prepared.optimizer_state.insert("param_groups.0.params",
-                                    arange(static_cast<double>(with.optimizer->params().size()), {.dtype = DType::i64}));
-  }
   for (size_t k = 0; k < view.units.size(); ++k) {
-    const ModelUnit& unit = view.units[k];
-    const UnitRecord& record = manifest.units[record_of[k]];
-    prepared.shards.push_back(read_shard(source, record_of[k], "", unit.info));
-    if (with.optimizer == nullptr || (record.state_tensors.empty() && record.state_scalars.empty())) continue;
-    TS_CHECK(unit.optimizer_index >= 0, ValueError, what, ": the checkpoint holds optimizer state for unit '",
-             record.name, "', whose flat parameter '", unit.flat_parameter, "' the optimizer does not update");
-    // Scalars first: the order Tessera's optimizers create their state in ("step", then tensors).
-    const std::string prefix = "state." + std::to_string(unit.optimizer_index) + ".";
-    for (const auto& [name, value] : record.state_scalars) prepared.optimizer_state.insert(prefix + name, value);
-    for (const std::string& state : record.state_tensors) {
-      prepared.optimizer_state.insert(prefix + state, read_shard(source, record_of[k], state, unit.info));
-    }
+    prepared.shards.push_back(read_shard(source, record_of[k], "", view.units[k].info));
   }
+  if (with.optimizer != nullptr) prepared.optimizer_state = prepare_optimizer(source, view, *with.optimizer, record_of, what);
 
   if (with.scheduler != nullptr) {
-    TS_CHECK(!manifest.scheduler.empty(), ValueError, what,
-             ": the checkpoint holds no scheduler state, but a StepLR was given to load");
+    TS_CHECK(!manifest.scheduler.empty(), ValueError, what, ": the checkpoint holds no scheduler state, but a ",
+             with.scheduler->type_name(), " was given to load");
+    TS_CHECK(manifest.scheduler == with.scheduler->type_name(), ValueError, what, ": the checkpoint holds ",
+             manifest.scheduler, " state, but the scheduler is a ", with.scheduler->type_name());
     prepared.scheduler_state = manifest.scheduler_state;
   }
 
@@ -135,8 +174,19 @@ Prepared prepare(const FlatSource& source, const ModelView& view, const Stateful
 // Installs what was read. The optimizer and scheduler validate before changing anything,
 // so they go first; copying tensors cannot fail on a mismatch after prepare().
 void commit(Prepared& prepared, const ModelView& view, const Stateful& with) {
-  if (with.optimizer != nullptr) with.optimizer->load_state_dict(prepared.optimizer_state);
-  if (with.scheduler != nullptr) with.scheduler->load_state_dict(prepared.scheduler_state);
+  StateDict optimizer_before;
+  if (with.optimizer != nullptr) {
+    optimizer_before = with.optimizer->state_dict();
+    with.optimizer->load_state_dict(prepared.optimizer_state);
+  }
+  if (with.scheduler != nullptr) {
+    try {
+      with.scheduler->load_state_dict(prepared.scheduler_state);
+    } catch (...) {
+      if (with.optimizer != nullptr) with.optimizer->load_state_dict(optimizer_before);
+      throw;
+    }
+  }
   NoGradGuard no_grad;
   for (size_t k = 0; k < view.units.size(); ++k) {
     Tensor shard = view.units[k].info.shard.detach();

@@ -2,8 +2,10 @@
 // validated (a checkpoint may be corrupt or hostile; nothing from it is trusted).
 #include "tessera/checkpoint/manifest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "tessera/checkpoint/model_view.h"
@@ -21,8 +23,6 @@ namespace {
 // Counts above this are refused on reading: far beyond any real model, and small enough
 // that sums and byte counts of a few of them cannot overflow int64.
 constexpr int64_t kMaxElements = int64_t{1} << 50;
-
-constexpr const char* kGroupPrefix = "param_groups.0.";
 
 json::Value double_json(double value) {
   if (std::isnan(value)) return "nan";
@@ -115,6 +115,123 @@ Tensor general_tensor_from(const json::Value& value, const JsonReader& reader, s
   return tensor<int64_t>(numbers, shape).to(dtype);
 }
 
+// An optimizer parameter's scalar state ("step"): one value each, no name of a tensor.
+StateDict scalars_from_json(const json::Value& value, const JsonReader& reader, const std::string& what,
+                            const std::set<std::string>& tensor_names) {
+  StateDict scalars = small_tensors_from_json(value, reader, what);
+  for (const auto& [name, scalar] : scalars) {
+    if (scalar.numel() != 1 || tensor_names.count(name)) {
+      reader.fail(value, what, ": optimizer scalar \"", name, "\" is not one value or repeats a tensor");
+    }
+  }
+  return scalars;
+}
+
+// Checks the optimizer's groups and state against the units: every parameter an original
+// parameter or a flat shard of the model, in one group only, never a flat shard together
+// with one of its own parameters; state only for grouped parameters, its tensors stored
+// in their unit.
+void check_optimizer(const Manifest& manifest, const json::Value& at, const JsonReader& reader) {
+  std::map<std::string, size_t> unit_of;  // parameter or flat shard name -> unit
+  std::set<std::string> flat_names;
+  for (size_t u = 0; u < manifest.units.size(); ++u) {
+    unit_of[manifest.units[u].flat_parameter] = u;
+    flat_names.insert(manifest.units[u].flat_parameter);
+    for (const fsdp::FlatEntry& entry : manifest.units[u].parameters) unit_of[entry.name] = u;
+  }
+  std::set<std::string> grouped;
+  std::set<size_t> units_whole, units_by_parameter;
+  for (const OptimizerGroupRecord& group : manifest.optimizer_groups) {
+    for (const std::string& name : group.params) {
+      auto found = unit_of.find(name);
+      if (found == unit_of.end()) reader.fail(at, "optimizer: parameter '", name, "' is not in any unit");
+      if (!grouped.insert(name).second) reader.fail(at, "optimizer: parameter '", name, "' is in two groups");
+      (flat_names.count(name) ? units_whole : units_by_parameter).insert(found->second);
+    }
+  }
+  for (size_t u : units_whole) {
+    if (units_by_parameter.count(u)) {
+      reader.fail(at, "optimizer: unit '", manifest.units[u].name, "' is stepped both as the flat shard '",
+                  manifest.units[u].flat_parameter, "' and by its parameters");
+    }
+  }
+  std::set<std::string> with_state;
+  for (const OptimizerStateRecord& record : manifest.optimizer_state) {
+    if (!grouped.count(record.param)) reader.fail(at, "optimizer: state for '", record.param, "', which is in no group");
+    if (!with_state.insert(record.param).second) reader.fail(at, "optimizer: state for '", record.param, "' twice");
+    const std::vector<std::string>& stored = manifest.units[unit_of.at(record.param)].state_tensors;
+    for (const std::string& name : record.tensors) {
+      if (std::find(stored.begin(), stored.end(), name) == stored.end()) {
+        reader.fail(at, "optimizer: state '", name, "' of '", record.param, "' is not stored in unit '",
+                    manifest.units[unit_of.at(record.param)].name, "'");
+      }
+    }
+  }
+}
+
+void optimizer_from_json(const json::Value& optimizer, const JsonReader& reader, Manifest& manifest) {
+  for (const json::Value& group_json : reader.array(reader.member(optimizer, "param_groups", "optimizer"), "param_groups")) {
+    OptimizerGroupRecord group;
+    group.hyperparameters = small_tensors_from_json(reader.member(group_json, "hyperparameters", "parameter group"),
+                                                    reader, "optimizer hyperparameter");
+    for (const json::Value& name : reader.array(reader.member(group_json, "params", "parameter group"), "params")) {
+      group.params.push_back(name_from(name, reader, "optimizer parameter"));
+    }
+    manifest.optimizer_groups.push_back(std::move(group));
+  }
+  for (const json::Value& record_json : reader.array(reader.member(optimizer, "state", "optimizer"), "optimizer state")) {
+    OptimizerStateRecord record;
+    record.param = name_from(reader.member(record_json, "param", "optimizer state"), reader, "optimizer state param");
+    const std::string where = "optimizer state of '" + record.param + "'";
+    std::set<std::string> names;
+    for (const json::Value& name_json : reader.array(reader.member(record_json, "tensors", where), where)) {
+      const std::string& name = name_from(name_json, reader, where);
+      if (!names.insert(name).second) reader.fail(name_json, where, ": \"", name, "\" is repeated");
+      record.tensors.push_back(name);
+    }
+    record.scalars = scalars_from_json(reader.member(record_json, "scalars", where), reader, where, names);
+    manifest.optimizer_state.push_back(std::move(record));
+  }
+  check_optimizer(manifest, optimizer, reader);
+}
+
+// Version 1 held one group (its hyper-parameters) over every unit's flat shard, and each
+// unit's scalars.
+void optimizer_from_v1(const json::Value& optimizer, const JsonReader& reader,
+                       const std::vector<StateDict>& unit_scalars, Manifest& manifest) {
+  OptimizerGroupRecord group;
+  group.hyperparameters = small_tensors_from_json(reader.member(optimizer, "hyperparameters", "optimizer"), reader,
+                                                  "optimizer hyperparameter");
+  for (size_t u = 0; u < manifest.units.size(); ++u) {
+    const UnitRecord& unit = manifest.units[u];
+    group.params.push_back(unit.flat_parameter);
+    if (unit.state_tensors.empty() && unit_scalars[u].empty()) continue;
+    manifest.optimizer_state.push_back({unit.flat_parameter, unit.state_tensors, unit_scalars[u]});
+  }
+  manifest.optimizer_groups.push_back(std::move(group));
+  check_optimizer(manifest, optimizer, reader);
+}
+
+// Version 1's StepLR state ("base_lr", "last_lr": one group) in today's keys.
+StateDict step_lr_state_from_v1(const StateDict& old) {
+  StateDict state;
+  for (const auto& [key, value] : old) {
+    if (key == "base_lr") {
+      state.insert("base_lrs", tensor<double>({value.item<double>()}));
+    } else if (key == "last_lr") {
+      state.insert("_last_lr", tensor<double>({value.item<double>()}));
+    } else {
+      state.insert(key, value);
+    }
+  }
+  if (state.contains("last_epoch")) {  // one step per epoch, the initial one included
+    Tensor count = full({}, 0.0, {.dtype = DType::i64});
+    count.data_ptr<int64_t>()[0] = state.at("last_epoch").to(DType::i64).item<int64_t>() + 1;
+    state.insert("_step_count", count);
+  }
+  return state;
+}
+
 }  // namespace
 
 const UnitRecord* Manifest::find_unit(const std::string& name) const {
@@ -130,6 +247,19 @@ int64_t Manifest::parameter_numel() const {
     for (const fsdp::FlatEntry& entry : unit.parameters) total += entry.numel;
   }
   return total;
+}
+
+const OptimizerStateRecord* Manifest::find_optimizer_state(const std::string& param) const {
+  for (const OptimizerStateRecord& record : optimizer_state) {
+    if (record.param == param) return &record;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Manifest::state_tensors_of(const UnitRecord& unit, const fsdp::FlatEntry& entry) const {
+  if (const OptimizerStateRecord* own = find_optimizer_state(entry.name)) return own->tensors;
+  if (const OptimizerStateRecord* flat = find_optimizer_state(unit.flat_parameter)) return flat->tensors;
+  return {};
 }
 
 json::Value small_tensors_to_json(const StateDict& tensors) {
@@ -216,18 +346,6 @@ Manifest describe(nn::Module& model, const Stateful& with, const TrainingState& 
     record.dtype = unit.info.layout.dtype();
     record.flat_numel = unit.info.layout.flat_numel();
     record.parameters = unit.info.layout.entries();
-    if (unit.optimizer_index >= 0) {
-      for (const auto& [name, state] : with.optimizer->state(static_cast<size_t>(unit.optimizer_index))) {
-        if (state.dim() == 0) {
-          record.state_scalars.insert(name, state.detach().to(DType::f64).clone());
-        } else {
-          TS_CHECK(state.sizes() == unit.info.shard.sizes(), ValueError, "checkpoint: ", with.optimizer->type_name(),
-                   " state '", name, "' of '", unit.flat_parameter, "' is ", state.str(),
-                   ", neither a scalar nor shaped like the shard ", unit.info.shard.str());
-          record.state_tensors.push_back(name);
-        }
-      }
-    }
     manifest.units.push_back(std::move(record));
   }
   for (const auto& [name, slot] : view.buffers) {
@@ -235,15 +353,43 @@ Manifest describe(nn::Module& model, const Stateful& with, const TrainingState& 
     manifest.buffers.push_back({name, slot->dtype(), slot->sizes()});
   }
   if (with.optimizer != nullptr) {
-    manifest.optimizer = with.optimizer->type_name();
-    const std::string prefix = kGroupPrefix;
-    for (const auto& [key, value] : with.optimizer->param_groups_state_dict()) {
-      if (key == prefix + "params") continue;
-      manifest.optimizer_hyperparameters.insert(key.substr(prefix.size()), value);
+    const optim::Optimizer& optimizer = *with.optimizer;
+    manifest.optimizer = optimizer.type_name();
+    const StateDict groups = optimizer.param_groups_state_dict();
+    size_t first = 0;
+    for (size_t g = 0; g < optimizer.param_group_count(); ++g) {
+      OptimizerGroupRecord group;
+      const std::string prefix = "param_groups." + std::to_string(g) + ".";
+      for (const auto& [key, value] : groups) {
+        if (key.rfind(prefix, 0) == 0 && key != prefix + "params") group.hyperparameters.insert(key.substr(prefix.size()), value);
+      }
+      const size_t count = optimizer.params(g).size();
+      for (size_t i = first; i < first + count; ++i) group.params.push_back(view.optimizer_params[i].name);
+      first += count;
+      manifest.optimizer_groups.push_back(std::move(group));
+    }
+    for (size_t i = 0; i < view.optimizer_params.size(); ++i) {
+      const detail::OptimizerParam& where = view.optimizer_params[i];
+      if (optimizer.state(i).empty()) continue;
+      OptimizerStateRecord record;
+      record.param = where.name;
+      for (const auto& [name, state] : optimizer.state(i)) {
+        if (state.dim() == 0) {
+          record.scalars.insert(name, state.detach().to(DType::f64).clone());
+          continue;
+        }
+        TS_CHECK(state.dim() == 1 && state.numel() == where.numel, ValueError, "checkpoint: ", optimizer.type_name(),
+                 " state '", name, "' of '", where.name, "' is ", state.str(), ", neither a scalar nor ", where.numel,
+                 " elements (its part of the flat shard on this rank)");
+        record.tensors.push_back(name);
+        std::vector<std::string>& unit_tensors = manifest.units[where.unit].state_tensors;
+        if (std::find(unit_tensors.begin(), unit_tensors.end(), name) == unit_tensors.end()) unit_tensors.push_back(name);
+      }
+      manifest.optimizer_state.push_back(std::move(record));
     }
   }
   if (with.scheduler != nullptr) {
-    manifest.scheduler = "StepLR";
+    manifest.scheduler = with.scheduler->type_name();
     manifest.scheduler_state = with.scheduler->state_dict();
   }
   manifest.training = training;
@@ -267,8 +413,7 @@ json::Value to_json(const Manifest& manifest) {
                                  {"dtype", std::string(io::safetensors_dtype_name(unit.dtype))},
                                  {"flat_numel", unit.flat_numel},
                                  {"parameters", std::move(parameters)},
-                                 {"optimizer_state", json::Object{{"tensors", std::move(state_tensors)},
-                                                                  {"scalars", small_tensors_to_json(unit.state_scalars)}}}});
+                                 {"optimizer_state", json::Object{{"tensors", std::move(state_tensors)}}}});
   }
   json::Array buffers;
   for (const BufferRecord& buffer : manifest.buffers) {
@@ -278,8 +423,22 @@ json::Value to_json(const Manifest& manifest) {
   }
   json::Value optimizer = nullptr;
   if (!manifest.optimizer.empty()) {
-    optimizer = json::Object{{"type", manifest.optimizer},
-                             {"hyperparameters", small_tensors_to_json(manifest.optimizer_hyperparameters)}};
+    json::Array groups;
+    for (const OptimizerGroupRecord& group : manifest.optimizer_groups) {
+      json::Array params;
+      for (const std::string& name : group.params) params.emplace_back(name);
+      groups.push_back(json::Object{{"hyperparameters", small_tensors_to_json(group.hyperparameters)},
+                                    {"params", std::move(params)}});
+    }
+    json::Array states;
+    for (const OptimizerStateRecord& record : manifest.optimizer_state) {
+      json::Array tensors;
+      for (const std::string& name : record.tensors) tensors.emplace_back(name);
+      states.push_back(json::Object{{"param", record.param},
+                                    {"tensors", std::move(tensors)},
+                                    {"scalars", small_tensors_to_json(record.scalars)}});
+    }
+    optimizer = json::Object{{"type", manifest.optimizer}, {"param_groups", std::move(groups)}, {"state", std::move(states)}};
   }
   json::Value scheduler = nullptr;
   if (!manifest.scheduler.empty()) {
@@ -292,8 +451,9 @@ json::Value to_json(const Manifest& manifest) {
                       {"training", training_state_to_json(manifest.training)}};
 }
 
-Manifest manifest_from_json(const json::Value& value, const JsonReader& reader) {
+Manifest manifest_from_json(const json::Value& value, const JsonReader& reader, int64_t version) {
   Manifest manifest;
+  std::vector<StateDict> legacy_scalars;  // version 1: the optimizer's scalars per unit
   std::set<std::string> unit_names, flat_names, tensor_names;
   for (const json::Value& unit_json : reader.array(reader.member(value, "units", "manifest"), "units")) {
     UnitRecord unit;
@@ -350,12 +510,9 @@ Manifest manifest_from_json(const json::Value& value, const JsonReader& reader) 
       }
       unit.state_tensors.push_back(name);
     }
-    const json::Value& scalars_json = reader.member(state_json, "scalars", where);
-    unit.state_scalars = small_tensors_from_json(scalars_json, reader, where + " optimizer scalars");
-    for (const auto& [name, scalar] : unit.state_scalars) {
-      if (scalar.numel() != 1 || state_names.count(name)) {
-        reader.fail(scalars_json, where, ": optimizer scalar \"", name, "\" is not one value or repeats a tensor");
-      }
+    if (version == 1) {
+      const json::Value& scalars_json = reader.member(state_json, "scalars", where);
+      legacy_scalars.push_back(scalars_from_json(scalars_json, reader, where + " optimizer scalars", state_names));
     }
     manifest.units.push_back(std::move(unit));
   }
@@ -373,16 +530,22 @@ Manifest manifest_from_json(const json::Value& value, const JsonReader& reader) 
   const json::Value& optimizer = reader.member(value, "optimizer", "manifest");
   if (!optimizer.is_null()) {
     manifest.optimizer = name_from(reader.member(optimizer, "type", "optimizer"), reader, "optimizer type");
-    manifest.optimizer_hyperparameters =
-        small_tensors_from_json(reader.member(optimizer, "hyperparameters", "optimizer"), reader, "optimizer hyperparameter");
+    if (version == 1) {
+      optimizer_from_v1(optimizer, reader, legacy_scalars, manifest);
+    } else {
+      optimizer_from_json(optimizer, reader, manifest);
+    }
   }
   const json::Value& scheduler = reader.member(value, "scheduler", "manifest");
   if (!scheduler.is_null()) {
     manifest.scheduler = name_from(reader.member(scheduler, "type", "scheduler"), reader, "scheduler type");
-    if (manifest.scheduler != "StepLR") {
-      reader.fail(scheduler, "scheduler: unknown type \"", manifest.scheduler, "\" (this version knows StepLR)");
+    const std::set<std::string> known{"StepLR", "LinearLR", "CosineAnnealingLR", "LambdaLR", "SequentialLR"};
+    if (!known.count(manifest.scheduler) || (version == 1 && manifest.scheduler != "StepLR")) {
+      reader.fail(scheduler, "scheduler: unknown type \"", manifest.scheduler,
+                  "\" (this version knows StepLR, LinearLR, CosineAnnealingLR, LambdaLR and SequentialLR)");
     }
     manifest.scheduler_state = small_tensors_from_json(reader.member(scheduler, "state", "scheduler"), reader, "scheduler");
+    if (version == 1) manifest.scheduler_state = step_lr_state_from_v1(manifest.scheduler_state);
   }
   manifest.training = training_state_from_json(reader.member(value, "training", "manifest"), reader);
   return manifest;

@@ -1,6 +1,7 @@
 // What a checkpoint holds, independent of how it is stored (sharded or full): every FSDP
-// unit's flat layout and per-parameter table, the optimizer's type, hyper-parameters and
-// state (per element, flat like the parameters, or scalar), the scheduler's state, the
+// unit's flat layout and per-parameter table, the optimizer's type, parameter groups
+// (hyper-parameters and parameter names) and state (per element, flat like the
+// parameters, or scalar, per optimizer parameter), the scheduler's type and state, the
 // model's buffers and the training position. Sharded and full checkpoints both embed it
 // as JSON (see docs/checkpoints.md for the layout).
 #pragma once
@@ -18,8 +19,9 @@
 
 namespace tessera::checkpoint {
 
-// Format version of the metadata this code writes; readers refuse newer versions.
-inline constexpr int64_t kFormatVersion = 1;
+// Format version of the metadata this code writes; readers refuse newer versions. Version
+// 2 added parameter groups and per-parameter optimizer state; version 1 is still read.
+inline constexpr int64_t kFormatVersion = 2;
 
 struct UnitRecord {
   std::string name;            // the unit's module path; "(root)" for the root's leftovers
@@ -27,10 +29,10 @@ struct UnitRecord {
   DType dtype = DType::f32;
   int64_t flat_numel = 0;      // the unpadded flat vector (the same at every world size)
   std::vector<fsdp::FlatEntry> parameters;  // name, shape, offset, numel, in flat order
-  // The optimizer's state of the flat parameter: tensors shaped like it ("exp_avg"), stored
-  // flat beside it, and scalars ("step", 0-d) kept in the metadata.
+  // The optimizer's per-element state of the unit's elements ("exp_avg"), stored flat beside
+  // the parameter: every name some optimizer parameter of the unit has (elements of the
+  // others are zero there).
   std::vector<std::string> state_tensors;
-  StateDict state_scalars;
 };
 
 struct BufferRecord {
@@ -39,30 +41,52 @@ struct BufferRecord {
   Shape shape;
 };
 
+// One parameter group of the optimizer.
+struct OptimizerGroupRecord {
+  StateDict hyperparameters;  // "lr", "betas", ..., and "initial_lr" once a scheduler set it
+  // Its parameters by name: original parameters ("fc1.weight") or flat shards ("fc1._flat_param").
+  std::vector<std::string> params;
+};
+
+// One optimizer parameter's state (only those that have stepped).
+struct OptimizerStateRecord {
+  std::string param;                 // as in OptimizerGroupRecord::params
+  std::vector<std::string> tensors;  // per-element state, stored flat in the parameter's unit
+  StateDict scalars;                 // "step"
+};
+
 struct Manifest {
   std::vector<UnitRecord> units;
   std::vector<BufferRecord> buffers;  // persistent buffers, replicated (rank 0's are saved)
   std::string optimizer;              // its type_name(); empty when none was saved
-  StateDict optimizer_hyperparameters;  // "lr", "betas", ...: param_groups.0.* without "params"
-  std::string scheduler;              // "StepLR"; empty when none was saved
-  StateDict scheduler_state;
+  std::vector<OptimizerGroupRecord> optimizer_groups;
+  std::vector<OptimizerStateRecord> optimizer_state;
+  std::string scheduler;              // its type_name(): "StepLR", "SequentialLR", ...; empty when none
+  StateDict scheduler_state;          // its state_dict()
   TrainingState training;
 
   // Unit `name`, or null.
   const UnitRecord* find_unit(const std::string& name) const;
   // Elements of all the model's parameters (what a full state dict holds).
   int64_t parameter_numel() const;
+  // The state of optimizer parameter `param`, or null.
+  const OptimizerStateRecord* find_optimizer_state(const std::string& param) const;
+  // The per-element state names that parameter `entry` of `unit` has: its own record's, or
+  // those of its unit's flat shard when the optimizer stepped that.
+  std::vector<std::string> state_tensors_of(const UnitRecord& unit, const fsdp::FlatEntry& entry) const;
 };
 
 // The manifest of `model` (sharded with fsdp::fully_shard) and `with`, as they are now.
-// ValueError when the model is not sharded or the optimizer steps tensors that are not
-// the model's flat shards.
+// ValueError when the model is not sharded or the optimizer steps tensors that are neither
+// the model's flat shards nor its original parameters.
 Manifest describe(nn::Module& model, const Stateful& with, const TrainingState& training);
 
 io::json::Value to_json(const Manifest& manifest);
-// Validates everything (kinds, ranges, overlapping or oversized offsets, duplicate names);
-// FormatError naming `reader.file()` and the byte offset otherwise.
-Manifest manifest_from_json(const io::json::Value& value, const detail::JsonReader& reader);
+// Validates everything (kinds, ranges, overlapping or oversized offsets, duplicate names,
+// optimizer parameters and state that the units hold); FormatError naming `reader.file()`
+// and the byte offset otherwise. `version` is the file's format version (1 or 2).
+Manifest manifest_from_json(const io::json::Value& value, const detail::JsonReader& reader,
+                            int64_t version = kFormatVersion);
 
 // Small tensors (hyper-parameters, scalar state) as JSON: a 0-d float64 as a number, a
 // 0-d int64 as an integer, a 1-D float64 as an array of numbers (non-finite values as the

@@ -13,9 +13,23 @@ fsdp::ElementRange ModelSource::held(size_t unit) const {
 Tensor ModelSource::shard(size_t unit, const std::string& state) const {
   const ModelUnit& model_unit = view_.units.at(unit);
   if (state.empty()) return model_unit.info.shard.detach();
-  TS_CHECK(with_.optimizer != nullptr && model_unit.optimizer_index >= 0, ValueError, "checkpoint: unit '",
-           model_unit.info.name, "' has no optimizer state");
-  return with_.optimizer->state(static_cast<size_t>(model_unit.optimizer_index)).at(state).detach();
+  TS_CHECK(with_.optimizer != nullptr, ValueError, "checkpoint: unit '", model_unit.info.name, "' has no optimizer state");
+  // The state of the optimizer parameters in this unit, placed where they sit in the shard
+  // (the whole shard's, or each original parameter's segment); zero elsewhere.
+  Tensor out;
+  for (size_t i = 0; i < view_.optimizer_params.size(); ++i) {
+    const OptimizerParam& where = view_.optimizer_params[i];
+    const StateDict& states = with_.optimizer->state(i);
+    if (where.unit != unit || !states.contains(state)) continue;
+    const Tensor values = states.at(state).detach();
+    if (where.entry < 0) return values;
+    if (!out.defined()) out = native::zeros({model_unit.info.shard.numel()}, values.dtype(), values.device());
+    Tensor segment = native::narrow(out, 0, where.shard_offset, where.numel);
+    native::copy_(segment, values);
+  }
+  TS_CHECK(out.defined(), ValueError, "checkpoint: unit '", model_unit.info.name, "' has no optimizer state '", state,
+           "'");
+  return out;
 }
 
 Tensor ModelSource::slice(size_t unit, const std::string& state, int64_t first, int64_t count) const {

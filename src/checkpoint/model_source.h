@@ -21,7 +21,8 @@ class ModelSource final : public FlatSource {
 
   // The elements of unit `unit` this rank holds: its shard range clipped to the flat vector.
   fsdp::ElementRange held(size_t unit) const;
-  // This rank's whole shard of flat tensor `state` (padding included).
+  // This rank's whole shard of flat tensor `state` (padding included): for optimizer state
+  // assembled from the parameters' segments when the optimizer steps original parameters.
   Tensor shard(size_t unit, const std::string& state) const;
 
  private:

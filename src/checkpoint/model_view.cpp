@@ -3,6 +3,7 @@
 #include <set>
 
 #include "tessera/fsdp/state.h"
+#include "tessera/nn/sharded_parameter.h"
 
 namespace tessera::checkpoint::detail {
 
@@ -38,16 +39,35 @@ ModelView ModelView::of(nn::Module& model, const optim::Optimizer* optimizer) {
   if (optimizer != nullptr) {
     const std::vector<Tensor>& params = optimizer->params();
     for (size_t i = 0; i < params.size(); ++i) {
+      const nn::ShardedParameter* mark = nn::find_sharded_parameter(params[i]);
+      const Tensor& shard = mark != nullptr ? mark->flat_shard : params[i];
+      OptimizerParam where;
       bool found = false;
-      for (ModelUnit& unit : view.units) {
-        if (params[i].is_same(unit.info.shard)) {
-          unit.optimizer_index = static_cast<int>(i);
-          found = true;
+      for (size_t u = 0; u < view.units.size() && !found; ++u) {
+        const ModelUnit& unit = view.units[u];
+        if (!shard.is_same(unit.info.shard)) continue;
+        found = true;
+        where.unit = u;
+        if (mark == nullptr) {
+          where.name = unit.flat_parameter;
+          where.numel = unit.info.shard.numel();
+          continue;
         }
+        const auto& entries = unit.info.layout.entries();
+        for (size_t e = 0; e < entries.size(); ++e) {
+          if (entries[e].name == mark->name) where.entry = static_cast<int>(e);
+        }
+        TS_CHECK(where.entry >= 0, ValueError, "checkpoint: ", optimizer->type_name(), " parameter ", i, " ('",
+                 mark->name, "') is not in the layout of unit '", unit.info.name, "'");
+        where.name = mark->name;
+        where.shard_offset = mark->shard_offset;
+        where.numel = mark->numel;
       }
-      TS_CHECK(found, ValueError, "checkpoint: ", optimizer->type_name(), " parameter ", i, " (", params[i].str(),
-               ") is not a flat shard of the model; build the optimizer from model.parameters() after "
-               "fsdp::fully_shard");
+      TS_CHECK(found, ValueError, "checkpoint: ", optimizer->type_name(), " parameter ", i, " (",
+               mark != nullptr ? "'" + mark->name + "'" : params[i].str(),
+               ") is neither a flat shard nor an original parameter of the model; build the optimizer from "
+               "model.parameters() or fsdp::named_original_parameters(model) after fsdp::fully_shard");
+      view.optimizer_params.push_back(std::move(where));
     }
   }
   return view;

@@ -1,6 +1,6 @@
 // A sharded model as checkpoints see it (internal): its units with their flat shards and
-// names, where each shard sits in the optimizer's parameter list, its persistent buffers
-// and the process group it is sharded over.
+// names, where each optimizer parameter lives in them (a whole flat shard, or one original
+// parameter's segment of it), its persistent buffers and the process group it is sharded over.
 #pragma once
 
 #include <string>
@@ -16,19 +16,30 @@ namespace tessera::checkpoint::detail {
 struct ModelUnit {
   fsdp::UnitInfo info;
   std::string flat_parameter;  // "conv1._flat_param"
-  int optimizer_index = -1;    // its index in the optimizer's params(), or -1
   // True when every rank holds the whole flat parameter (NO_SHARD); a save then splits the
   // writing evenly over the ranks.
   bool replicated = false;
+};
+
+// Where optimizer parameter i lives: its unit, and the layout entry it is (or the whole
+// flat shard), with this rank's segment of the shard.
+struct OptimizerParam {
+  size_t unit = 0;
+  int entry = -1;            // index in the unit's layout entries; -1: the whole flat shard
+  std::string name;          // the entry's name ("fc1.weight") or the flat parameter's
+  int64_t shard_offset = 0;  // this rank's segment of the shard: [shard_offset, + numel)
+  int64_t numel = 0;
 };
 
 struct ModelView {
   nn::Module* model = nullptr;
   dist::ProcessGroup* group = nullptr;
   std::vector<ModelUnit> units;
+  std::vector<OptimizerParam> optimizer_params;            // one per optimizer->params()
   std::vector<std::pair<std::string, Tensor*>> buffers;  // persistent, state_dict order
 
-  // ValueError when `model` is not sharded or an optimizer parameter is not one of its shards.
+  // ValueError when `model` is not sharded or an optimizer parameter is neither one of its
+  // flat shards nor one of its original parameters.
   static ModelView of(nn::Module& model, const optim::Optimizer* optimizer);
 };
 

@@ -212,14 +212,14 @@ ShardedCheckpoint::ShardedCheckpoint(const std::string& directory)
   if (reader.string(format, "format") != kShardedFormat) {
     reader.fail(format, "format \"", format.as_string(), "\" is not \"", kShardedFormat, "\"");
   }
-  reader.integer(reader.member(value, "version", "metadata"), "version (this Tessera reads up to version 1)", 1,
-                 kFormatVersion);
+  const int64_t version = reader.integer(reader.member(value, "version", "metadata"),
+                                         "version (this Tessera reads up to version 2)", 1, kFormatVersion);
   metadata_.world_size =
       static_cast<int>(reader.integer(reader.member(value, "world_size", "metadata"), "world_size", 1, kMaxWorldSize));
   const json::Value& chunk_json = reader.member(value, "crc32c_chunk_bytes", "metadata");
   metadata_.chunk_bytes = static_cast<uint64_t>(reader.integer(chunk_json, "crc32c_chunk_bytes", 8, int64_t{1} << 30));
   if (metadata_.chunk_bytes % 8 != 0) reader.fail(chunk_json, "crc32c_chunk_bytes must be a multiple of 8");
-  metadata_.manifest = manifest_from_json(reader.member(value, "manifest", "metadata"), reader);
+  metadata_.manifest = manifest_from_json(reader.member(value, "manifest", "metadata"), reader, version);
 
   const json::Value& files_json = reader.member(value, "files", "metadata");
   const json::Array& files = reader.array(files_json, "files");

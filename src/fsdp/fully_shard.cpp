@@ -9,6 +9,7 @@
 
 #include "tessera/dist/new_group.h"
 #include "tessera/fsdp/state.h"
+#include "tessera/nn/sharded_parameter.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::fsdp {
@@ -127,11 +128,23 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
   for (auto& unit : state->units()) {
     for (const ParameterRef& p : unit->parameters()) p.owner->hide_parameter(p.local_name);
     unit->module().register_parameter("_flat_param", unit->shard());
+    unit->mark_tensors(unit->is_root() ? "_flat_param" : unit->name() + "._flat_param");
   }
   root.set_state_dict_override([](nn::Module& m) { return full_state_dict(m); },
                                [](nn::Module& m, const StateDict& s, bool strict) { load_full_state_dict(m, s, strict); });
   state->install_hooks();
   root.attach(std::move(state));
+}
+
+std::vector<std::pair<std::string, Tensor>> named_original_parameters(nn::Module& root) {
+  (void)detail::state_of(root);  // a clear error when the model is not sharded
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (nn::Module* module : root.modules()) {
+    for (auto& [name, slot] : module->parameter_slots()) {
+      if (const nn::ShardedParameter* mark = nn::find_sharded_parameter(*slot)) out.emplace_back(mark->name, *slot);
+    }
+  }
+  return out;
 }
 
 }  // namespace tessera::fsdp

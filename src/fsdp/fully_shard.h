@@ -109,6 +109,15 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
 
 bool is_sharded(nn::Module& root);
 
+// The original parameters of a sharded model under their full names, in the order
+// named_parameters() gave them before fully_shard: the same tensors, to pick parameter
+// groups by name or shape (an optimizer given them steps their segments of the shards).
+// Their values exist only while their unit is gathered.
+//
+//   for (auto& [name, p] : ts::fsdp::named_original_parameters(model))
+//     (p.dim() >= 2 ? decay : no_decay).push_back(p);
+std::vector<std::pair<std::string, Tensor>> named_original_parameters(nn::Module& root);
+
 // Gradient accumulation without communication: inside the scope, backward keeps unsharded
 // gradients locally; the first backward after it reduce-scatters them all.
 class NoSyncScope {

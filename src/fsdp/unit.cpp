@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/nn/sharded_parameter.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::fsdp::detail {
@@ -274,6 +275,27 @@ void Unit::repoint_parameters() {
     Tensor view = view_of(i);
     native::copy_(view, slot);
     slot.set_data(view);
+  }
+}
+
+void Unit::mark_tensors(const std::string& flat_name) {
+  auto flat = std::make_shared<nn::FlatShard>();
+  flat->name = flat_name;
+  flat->sharded = sharded_;
+  autograd::attach(shard_, std::move(flat));
+  const ElementRange range = shard_range();
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const FlatEntry& entry = layout_.entries()[i];
+    const ElementRange part = layout_.overlap(i, range);
+    auto mark = std::make_shared<nn::ShardedParameter>();
+    mark->name = parameters_[i].full_name;
+    mark->flat_name = flat_name;
+    mark->flat_shard = shard_;
+    mark->numel = part.size();
+    mark->shard_offset = part.empty() ? 0 : part.begin - range.begin;
+    mark->first_element = part.empty() ? 0 : part.begin - entry.offset;
+    mark->sharded = sharded_;
+    autograd::attach(*parameters_[i].slot, std::move(mark));
   }
 }
 

@@ -121,6 +121,9 @@ class Unit {
   // Points every parameter slot at its view of the full buffer again (after a user
   // reassigned one); copies the slot's values into the buffer first.
   void repoint_parameters();
+  // Leaves nn/sharded_parameter.h's marks on the shard (registered as `flat_name`) and on
+  // every original parameter: which of its elements this rank holds, where in the shard.
+  void mark_tensors(const std::string& flat_name);
 
  private:
   enum class State { released, gathering, gathered };

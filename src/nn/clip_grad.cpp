@@ -3,11 +3,32 @@
 #include <cmath>
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/nn/sharded_parameter.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::nn {
 
+namespace {
+
+void check_not_sharded(const std::vector<Tensor>& parameters) {
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& p = parameters[i];
+    const FlatShard* flat = find_flat_shard(p);
+    const ShardedParameter* original = find_sharded_parameter(p);
+    if ((flat == nullptr || !flat->sharded) && original == nullptr) continue;
+    const std::string what = flat != nullptr ? "the flat shard '" + flat->name + "'"
+                                             : "the original parameter '" + original->name + "'";
+    throw ValueError(detail::concat(
+        "nn::clip_grad_norm: parameter ", i, " is ", what, " of a model sharded by fsdp::fully_shard; each rank ",
+        "holds only its part of the gradients, so this norm would be one rank's. Call ",
+        "fsdp::clip_grad_norm(model, max_norm), which combines the ranks' norms"));
+  }
+}
+
+}  // namespace
+
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
+  check_not_sharded(parameters);
   NoGradGuard no_grad;
   double squares = 0;
   for (const Tensor& p : parameters) {

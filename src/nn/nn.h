@@ -11,3 +11,4 @@
 #include "tessera/nn/layer_norm.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"
+#include "tessera/nn/sharded_parameter.h"

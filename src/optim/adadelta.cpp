@@ -15,28 +15,24 @@
 namespace tessera::optim {
 
 Adadelta::Adadelta(std::vector<Tensor> params, const AdadeltaOptions& options)
-    : Optimizer(std::move(params)), options_(options) {
-  validate_options();
-  register_hyperparameter("lr", options_.lr);
-  register_hyperparameter("rho", options_.rho);
-  register_hyperparameter("eps", options_.eps);
-  register_hyperparameter("weight_decay", options_.weight_decay);
-  register_hyperparameter("maximize", options_.maximize);
+    : Adadelta(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, options) {}
+
+Adadelta::Adadelta(std::vector<ParamGroup> groups, const AdadeltaOptions& defaults) : OptimizerWithGroups(defaults) {
+  add_param_groups(std::move(groups));
 }
 
-void Adadelta::validate_options() const {
-  const AdadeltaOptions& o = options_;
+void Adadelta::validate(const AdadeltaOptions& o) const {
   TS_CHECK(o.lr >= 0.0, ValueError, "Adadelta: invalid learning rate ", o.lr, " (must be >= 0)");
   TS_CHECK(o.rho >= 0.0 && o.rho <= 1.0, ValueError, "Adadelta: invalid rho ", o.rho, " (must be in [0, 1])");
   TS_CHECK(o.eps >= 0.0, ValueError, "Adadelta: invalid eps ", o.eps, " (must be >= 0)");
   TS_CHECK(o.weight_decay >= 0.0, ValueError, "Adadelta: invalid weight_decay ", o.weight_decay, " (must be >= 0)");
 }
 
-std::vector<Optimizer::StateSlot> Adadelta::state_slots() const {
+std::vector<Optimizer::StateSlot> Adadelta::state_slots(size_t) const {
   return {{"step", false, true}, {"square_avg", true, true}, {"acc_delta", true, true}};
 }
 
-void Adadelta::update(Tensor& param, const Tensor& grad, StateDict& state) {
+void Adadelta::update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) {
   if (state.empty()) {
     state.insert("step", full({}, 0.0, {.dtype = DType::f64}));
     state.insert("square_avg", zeros_like(param));
@@ -44,7 +40,7 @@ void Adadelta::update(Tensor& param, const Tensor& grad, StateDict& state) {
   }
   // Adadelta's update does not read the step; PyTorch counts it for checkpoints.
   state.at("step").fill_(state.at("step").item<double>() + 1.0);
-  const AdadeltaOptions& o = options_;
+  const AdadeltaOptions& o = options(group);
   dispatch_floating(param.dtype(), "Adadelta.step", [&]<class T>() {
     const detail::AdadeltaScalars<T> s{.rho = static_cast<T>(o.rho),
                                        .one_minus_rho = static_cast<T>(1.0 - o.rho),

@@ -1,6 +1,7 @@
 // Adadelta: torch.optim.Adadelta's update, element for element.
 //
 //   ts::optim::Adadelta opt(model.parameters(), {.lr = 1.0});
+//   ts::optim::Adadelta groups({{convs, {.weight_decay = 1e-4}}, {head}}, {.lr = 1.0});
 //
 // Per step, with g the gradient (negated when maximize):
 //   g += weight_decay * p                        (when weight_decay != 0)
@@ -21,21 +22,37 @@ struct AdadeltaOptions {
   double eps = 1e-6;
   double weight_decay = 0.0;
   bool maximize = false;
+
+  // Every hyper-parameter under PyTorch's name, in its order (also on AdadeltaGroupOptions).
+  template <class Options, class Visit>
+  static void visit(Options& o, Visit&& visit) {
+    visit("lr", o.lr);
+    visit("rho", o.rho);
+    visit("eps", o.eps);
+    visit("weight_decay", o.weight_decay);
+    visit("maximize", o.maximize);
+  }
 };
 
-class Adadelta : public Optimizer {
+// A parameter group's own values; the others come from the optimizer's defaults.
+struct AdadeltaGroupOptions {
+  GroupValue<double> lr = {};
+  GroupValue<double> rho = {};
+  GroupValue<double> eps = {};
+  GroupValue<double> weight_decay = {};
+  GroupValue<bool> maximize = {};
+};
+
+class Adadelta : public OptimizerWithGroups<AdadeltaOptions, AdadeltaGroupOptions> {
  public:
   Adadelta(std::vector<Tensor> params, const AdadeltaOptions& options = {});
+  Adadelta(std::vector<ParamGroup> groups, const AdadeltaOptions& defaults = {});
   std::string type_name() const override { return "Adadelta"; }
-  const AdadeltaOptions& options() const { return options_; }
 
  protected:
-  void update(Tensor& param, const Tensor& grad, StateDict& state) override;
-  std::vector<StateSlot> state_slots() const override;
-  void validate_options() const override;
-
- private:
-  AdadeltaOptions options_;
+  void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) override;
+  std::vector<StateSlot> state_slots(size_t group) const override;
+  void validate(const AdadeltaOptions& options) const override;
 };
 
 }  // namespace tessera::optim

@@ -16,31 +16,36 @@
 
 namespace tessera::optim {
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, false) {}
+namespace {
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay)
-    : Optimizer(std::move(params)), options_(options), decoupled_weight_decay_(decoupled_weight_decay) {
-  validate_options();
-  register_hyperparameter("lr", options_.lr);
-  register_hyperparameter("betas", options_.betas);
-  register_hyperparameter("eps", options_.eps);
-  register_hyperparameter("weight_decay", options_.weight_decay);
-  register_hyperparameter("amsgrad", options_.amsgrad);
-  register_hyperparameter("maximize", options_.maximize);
+AdamOptions adam_options(const AdamWOptions& o) {
+  return {.lr = o.lr,
+          .betas = o.betas,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
+          .amsgrad = o.amsgrad,
+          .maximize = o.maximize};
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
+    : Adam(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, options, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults) : Adam(std::move(groups), defaults, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled_weight_decay)
+    : OptimizerWithGroups(defaults), decoupled_weight_decay_(decoupled_weight_decay) {
+  add_param_groups(std::move(groups));
 }
 
 AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
-    : Adam(std::move(params),
-           AdamOptions{.lr = options.lr,
-                       .betas = options.betas,
-                       .eps = options.eps,
-                       .weight_decay = options.weight_decay,
-                       .amsgrad = options.amsgrad,
-                       .maximize = options.maximize},
-           true) {}
+    : Adam(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, adam_options(options), true) {}
 
-void Adam::validate_options() const {
-  const AdamOptions& o = options_;
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults)
+    : Adam(std::move(groups), adam_options(defaults), true) {}
+
+void Adam::validate(const AdamOptions& o) const {
   const std::string name = type_name();
   TS_CHECK(o.lr >= 0.0, ValueError, name, ": invalid learning rate ", o.lr, " (must be >= 0)");
   TS_CHECK(o.eps >= 0.0, ValueError, name, ": invalid eps ", o.eps, " (must be >= 0)");
@@ -51,25 +56,25 @@ void Adam::validate_options() const {
   TS_CHECK(o.weight_decay >= 0.0, ValueError, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
 }
 
-std::vector<Optimizer::StateSlot> Adam::state_slots() const {
+std::vector<Optimizer::StateSlot> Adam::state_slots(size_t group) const {
   return {{"step", false, true},
           {"exp_avg", true, true},
           {"exp_avg_sq", true, true},
-          {"max_exp_avg_sq", true, options_.amsgrad}};
+          {"max_exp_avg_sq", true, options(group).amsgrad}};
 }
 
-void Adam::update(Tensor& param, const Tensor& grad, StateDict& state) {
+void Adam::update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) {
+  const AdamOptions& o = options(group);
   if (state.empty()) {
     state.insert("step", full({}, 0.0, {.dtype = DType::f64}));
     state.insert("exp_avg", zeros_like(param));
     state.insert("exp_avg_sq", zeros_like(param));
   }
-  if (options_.amsgrad && !state.contains("max_exp_avg_sq")) state.insert("max_exp_avg_sq", zeros_like(param));
+  if (o.amsgrad && !state.contains("max_exp_avg_sq")) state.insert("max_exp_avg_sq", zeros_like(param));
   // PyTorch keeps the step in a float tensor and reads it back as a Python float.
   const double step = state.at("step").item<double>() + 1.0;
   state.at("step").fill_(step);
 
-  const AdamOptions& o = options_;
   const double bias_correction1 = 1.0 - std::pow(o.betas[0], step);
   const double bias_correction2 = 1.0 - std::pow(o.betas[1], step);
   Tensor max_exp_avg_sq = o.amsgrad ? state.at("max_exp_avg_sq") : Tensor();

@@ -2,6 +2,8 @@
 //
 //   ts::optim::Adam adam(model.parameters(), {.lr = 1e-3});
 //   ts::optim::AdamW adamw(model.parameters(), {.lr = 1e-3, .weight_decay = 1e-2});
+//   ts::optim::AdamW gpt({{decay, {.weight_decay = 0.1}}, {no_decay, {.weight_decay = 0.0}}},
+//                        {.lr = 6e-4, .betas = {0.9, 0.95}});      // nanoGPT's groups
 //
 // Per step t (from 1), with g the gradient (negated when maximize):
 //   Adam:  g += weight_decay * p          AdamW: p *= 1 - lr * weight_decay
@@ -26,6 +28,17 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
   bool maximize = false;
+
+  // Every hyper-parameter under PyTorch's name, in its order (also on AdamGroupOptions).
+  template <class Options, class Visit>
+  static void visit(Options& o, Visit&& visit) {
+    visit("lr", o.lr);
+    visit("betas", o.betas);
+    visit("eps", o.eps);
+    visit("weight_decay", o.weight_decay);
+    visit("amsgrad", o.amsgrad);
+    visit("maximize", o.maximize);
+  }
 };
 
 // AdamOptions with AdamW's default weight decay.
@@ -38,28 +51,39 @@ struct AdamWOptions {
   bool maximize = false;
 };
 
-class Adam : public Optimizer {
+// A parameter group's own values (Adam and AdamW); the others come from the defaults.
+struct AdamGroupOptions {
+  GroupValue<double> lr = {};
+  GroupValue<std::array<double, 2>> betas = {};
+  GroupValue<double> eps = {};
+  GroupValue<double> weight_decay = {};
+  GroupValue<bool> amsgrad = {};
+  GroupValue<bool> maximize = {};
+};
+
+class Adam : public OptimizerWithGroups<AdamOptions, AdamGroupOptions> {
  public:
   Adam(std::vector<Tensor> params, const AdamOptions& options = {});
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults = {});
   std::string type_name() const override { return decoupled_weight_decay_ ? "AdamW" : "Adam"; }
-  const AdamOptions& options() const { return options_; }
 
  protected:
   // AdamW shares everything but where weight decay enters.
-  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
-  void update(Tensor& param, const Tensor& grad, StateDict& state) override;
-  std::vector<StateSlot> state_slots() const override;
-  void validate_options() const override;
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled_weight_decay);
+  void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) override;
+  std::vector<StateSlot> state_slots(size_t group) const override;
+  void validate(const AdamOptions& options) const override;
 
  private:
-  AdamOptions options_;
   bool decoupled_weight_decay_;
 };
 
-// Adam with decoupled weight decay (Loshchilov and Hutter).
+// Adam with decoupled weight decay (Loshchilov and Hutter). Its options() are AdamOptions
+// (AdamWOptions only changes the default weight decay).
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults = {});
 };
 
 }  // namespace tessera::optim

@@ -16,19 +16,15 @@
 namespace tessera::optim {
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
-    : Optimizer(std::move(params)), options_(options) {
-  validate_options();
-  register_hyperparameter("lr", options_.lr);
-  register_hyperparameter("momentum", options_.momentum);
-  register_hyperparameter("dampening", options_.dampening);
-  register_hyperparameter("weight_decay", options_.weight_decay);
-  register_hyperparameter("nesterov", options_.nesterov);
-  register_hyperparameter("maximize", options_.maximize);
+    : SGD(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, options) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults) : OptimizerWithGroups(defaults) {
+  add_param_groups(std::move(groups));
 }
 
-void SGD::validate_options() const {
-  const SGDOptions& o = options_;
-  TS_CHECK(!std::isnan(o.lr), ValueError, "SGD: lr is required (as in PyTorch): SGD(params, {.lr = 0.01})");
+void SGD::validate(const SGDOptions& o) const {
+  TS_CHECK(!std::isnan(o.lr), ValueError,
+           "SGD: lr is required (as in PyTorch): SGD(params, {.lr = 0.01}), or in every group's options");
   TS_CHECK(o.lr >= 0.0, ValueError, "SGD: invalid learning rate ", o.lr, " (must be >= 0)");
   TS_CHECK(o.momentum >= 0.0, ValueError, "SGD: invalid momentum ", o.momentum, " (must be >= 0)");
   TS_CHECK(o.weight_decay >= 0.0, ValueError, "SGD: invalid weight_decay ", o.weight_decay, " (must be >= 0)");
@@ -38,7 +34,7 @@ void SGD::validate_options() const {
            ", dampening ", o.dampening, ")");
 }
 
-std::vector<Optimizer::StateSlot> SGD::state_slots() const {
+std::vector<Optimizer::StateSlot> SGD::state_slots(size_t) const {
   return {{"momentum_buffer", /*per_element=*/true, /*required=*/false}};
 }
 
@@ -60,15 +56,16 @@ detail::SgdScalars<T> sgd_scalars(const SGDOptions& o, bool first_step) {
 
 }  // namespace
 
-void SGD::update(Tensor& param, const Tensor& grad, StateDict& state) {
+void SGD::update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) {
+  const SGDOptions& o = options(group);
   bool first_step = false;
-  if (options_.momentum != 0.0 && !state.contains("momentum_buffer")) {
+  if (o.momentum != 0.0 && !state.contains("momentum_buffer")) {
     state.insert("momentum_buffer", zeros_like(param));
     first_step = true;
   }
-  Tensor buffer = options_.momentum != 0.0 ? state.at("momentum_buffer") : Tensor();
+  Tensor buffer = o.momentum != 0.0 ? state.at("momentum_buffer") : Tensor();
   dispatch_floating(param.dtype(), "SGD.step", [&]<class T>() {
-    const detail::SgdScalars<T> s = sgd_scalars<T>(options_, first_step);
+    const detail::SgdScalars<T> s = sgd_scalars<T>(o, first_step);
     T* p = param.data_ptr<T>();
     const T* g = grad.data_ptr<T>();
     T* b = buffer.defined() ? buffer.data_ptr<T>() : nullptr;

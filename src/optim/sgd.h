@@ -2,6 +2,7 @@
 // decay: torch.optim.SGD's update, element for element.
 //
 //   ts::optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+//   ts::optim::SGD groups({{weights, {.weight_decay = 1e-4}}, {biases}}, {.lr = 0.1, .momentum = 0.9});
 //
 // Per step, with g the gradient (negated when maximize):
 //   g += weight_decay * p                     (when weight_decay != 0)
@@ -18,28 +19,46 @@
 namespace tessera::optim {
 
 struct SGDOptions {
-  // Required, as in PyTorch: left unset (NaN), the constructor throws ValueError.
+  // Required, as in PyTorch: left unset (NaN), by the defaults and a group, it is an error.
   double lr = std::numeric_limits<double>::quiet_NaN();
   double momentum = 0.0;
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
   bool maximize = false;
+
+  // Every hyper-parameter under PyTorch's name, in its order (also on SGDGroupOptions).
+  template <class Options, class Visit>
+  static void visit(Options& o, Visit&& visit) {
+    visit("lr", o.lr);
+    visit("momentum", o.momentum);
+    visit("dampening", o.dampening);
+    visit("weight_decay", o.weight_decay);
+    visit("nesterov", o.nesterov);
+    visit("maximize", o.maximize);
+  }
 };
 
-class SGD : public Optimizer {
+// A parameter group's own values; the others come from the optimizer's defaults.
+struct SGDGroupOptions {
+  GroupValue<double> lr = {};
+  GroupValue<double> momentum = {};
+  GroupValue<double> dampening = {};
+  GroupValue<double> weight_decay = {};
+  GroupValue<bool> nesterov = {};
+  GroupValue<bool> maximize = {};
+};
+
+class SGD : public OptimizerWithGroups<SGDOptions, SGDGroupOptions> {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
   std::string type_name() const override { return "SGD"; }
-  const SGDOptions& options() const { return options_; }
 
  protected:
-  void update(Tensor& param, const Tensor& grad, StateDict& state) override;
-  std::vector<StateSlot> state_slots() const override;
-  void validate_options() const override;
-
- private:
-  SGDOptions options_;
+  void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) override;
+  std::vector<StateSlot> state_slots(size_t group) const override;
+  void validate(const SGDOptions& options) const override;
 };
 
 }  // namespace tessera::optim

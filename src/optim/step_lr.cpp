@@ -1,4 +1,4 @@
-// StepLR, following torch.optim.lr_scheduler.StepLR.get_lr (torch 1.13).
+// StepLR, following torch.optim.lr_scheduler.StepLR (torch 1.13).
 #include "tessera/optim/step_lr.h"
 
 #include <cmath>
@@ -7,51 +7,50 @@
 #include "tessera/tensor/factory.h"
 
 namespace tessera::optim {
+namespace {
 
-StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
-    : optimizer_(optimizer), step_size_(step_size), gamma_(gamma), base_lr_(optimizer.lr()) {
-  TS_CHECK(step_size > 0, ValueError, "StepLR: step_size must be positive, got ", step_size);
-  TS_CHECK(std::isfinite(gamma) && gamma >= 0.0, ValueError, "StepLR: invalid gamma ", gamma);
-  step();
+void check(int64_t step_size, double gamma, const std::string& where) {
+  TS_CHECK(step_size > 0, ValueError, where, ": step_size must be positive, got ", step_size);
+  TS_CHECK(std::isfinite(gamma) && gamma >= 0.0, ValueError, where, ": invalid gamma ", gamma);
 }
 
-void StepLR::step() {
-  ++last_epoch_;
-  // PyTorch's chained form reads the optimizer's current lr, so a user's set_lr between
-  // steps carries forward, as there.
-  if (last_epoch_ != 0 && last_epoch_ % step_size_ == 0) optimizer_.set_lr(optimizer_.lr() * gamma_);
-  last_lr_ = optimizer_.lr();
+}  // namespace
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, int64_t last_epoch)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  check(step_size, gamma, "StepLR");
+  start(last_epoch);
 }
 
-StateDict StepLR::state_dict() const {
+std::vector<double> StepLR::get_lr() const {
+  std::vector<double> lrs = current_lrs();
+  if (last_epoch() == 0 || last_epoch() % step_size_ != 0) return lrs;
+  for (double& lr : lrs) lr = lr * gamma_;
+  return lrs;
+}
+
+std::vector<double> StepLR::closed_form_lr() const {
+  std::vector<double> lrs;
+  // Python's floor division, and float ** int (C's pow).
+  const int64_t decays = last_epoch() >= 0 ? last_epoch() / step_size_ : -((-last_epoch() + step_size_ - 1) / step_size_);
+  for (double base_lr : base_lrs()) lrs.push_back(base_lr * std::pow(gamma_, static_cast<double>(decays)));
+  return lrs;
+}
+
+StateDict StepLR::settings() const {
   StateDict out;
-  out.insert("last_epoch", full({}, static_cast<double>(last_epoch_), {.dtype = DType::i64}));
   out.insert("step_size", full({}, static_cast<double>(step_size_), {.dtype = DType::i64}));
   out.insert("gamma", full({}, gamma_, {.dtype = DType::f64}));
-  out.insert("base_lr", full({}, base_lr_, {.dtype = DType::f64}));
-  out.insert("last_lr", full({}, last_lr_, {.dtype = DType::f64}));
   return out;
 }
 
-void StepLR::load_state_dict(const StateDict& state) {
-  for (const char* key : {"last_epoch", "step_size", "gamma", "base_lr", "last_lr"}) {
-    TS_CHECK(state.contains(key), ValueError, "StepLR.load_state_dict: missing key '", key, "'");
-    TS_CHECK(state.at(key).numel() == 1, ValueError, "StepLR.load_state_dict: '", key,
-             "' should hold one value, got ", state.at(key).str());
-  }
-  for (const auto& [key, value] : state) {
-    TS_CHECK(key == "last_epoch" || key == "step_size" || key == "gamma" || key == "base_lr" || key == "last_lr",
-             ValueError, "StepLR.load_state_dict: unexpected key '", key, "'");
-  }
-  const int64_t step_size = state.at("step_size").item<int64_t>();
-  const double gamma = state.at("gamma").item<double>();
-  TS_CHECK(step_size > 0, ValueError, "StepLR.load_state_dict: step_size must be positive, got ", step_size);
-  TS_CHECK(std::isfinite(gamma) && gamma >= 0.0, ValueError, "StepLR.load_state_dict: invalid gamma ", gamma);
+void StepLR::load_settings(const StateDict& settings) {
+  const std::string where = "StepLR.load_state_dict";
+  const int64_t step_size = integer_at(settings, "step_size", where);
+  const double gamma = number_at(settings, "gamma", where);
+  check(step_size, gamma, where);
   step_size_ = step_size;
   gamma_ = gamma;
-  last_epoch_ = state.at("last_epoch").item<int64_t>();
-  base_lr_ = state.at("base_lr").item<double>();
-  last_lr_ = state.at("last_lr").item<double>();
 }
 
 }  // namespace tessera::optim

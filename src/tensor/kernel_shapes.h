@@ -626,10 +626,11 @@ inline void check_triangle(const Tensor& self, const char* op) {
 }
 
 // searchsorted: `sorted` [..., C] sorted along its last dim; `values` [..., S] with the same
-// leading dims (or `sorted` 1-D and `values` any shape). Returns [rows, C, S-per-row].
+// leading dims (or `sorted` 1-D and `values` any shape). Both are then read as matrices:
+// values [rows, per_row] against sorted [rows, length] (or one shared row).
 struct SearchLayout {
-  int64_t rows = 1, length = 0, per_row = 0;  // values are [rows, per_row], sorted [rows or 1, length]
-  bool shared = false;                         // one sorted row for every value
+  int64_t rows = 1, length = 0, per_row = 0;
+  bool shared = false;  // one sorted row for every value
 };
 
 inline SearchLayout check_searchsorted(const Tensor& sorted, const Tensor& values) {

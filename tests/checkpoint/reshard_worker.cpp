@@ -174,13 +174,16 @@ void check_against_reference(Run& run, const ckpt::FullCheckpoint& reference) {
       ++compared;
       if (!same_bits(actual, expected)) ++mismatches;
     }
-    for (const auto& [name, scalar] : manifest.units[u].state_scalars) {
+    const ckpt::OptimizerStateRecord* record = manifest.find_optimizer_state(manifest.units[u].flat_parameter);
+    CHECK(record != nullptr);
+    if (record == nullptr) continue;
+    for (const auto& [name, scalar] : record->scalars) {
       CHECK(run.adam->state(index).at(name).item<double>() == scalar.item<double>());
     }
   }
   CHECK(mismatches == 0);
   CHECK(compared == 3 * 4);  // 4 units: parameters, exp_avg, exp_avg_sq
-  CHECK(run.adam->lr() == manifest.optimizer_hyperparameters.at("lr").item<double>());
+  CHECK(run.adam->lr() == manifest.optimizer_groups.at(0).hyperparameters.at("lr").item<double>());
   CHECK(run.scheduler->last_epoch() == manifest.scheduler_state.at("last_epoch").item<int64_t>());
 }
 

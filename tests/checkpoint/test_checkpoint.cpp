@@ -101,9 +101,13 @@ TEST_CASE("the manifest records units, layouts, optimizer and training position"
   CHECK(manifest.units[0].parameters[1].offset == 36);
   CHECK(manifest.units[0].flat_numel == 41);
   CHECK(manifest.units[0].state_tensors == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
-  CHECK(manifest.units[0].state_scalars.at("step").item<double>() == 3.0);
+  REQUIRE(manifest.find_optimizer_state("fc1._flat_param") != nullptr);
+  CHECK(manifest.find_optimizer_state("fc1._flat_param")->scalars.at("step").item<double>() == 3.0);
   CHECK(manifest.optimizer == "Adam");
-  CHECK(manifest.optimizer_hyperparameters.at("lr").item<double>() == 0.005);  // one StepLR decay
+  REQUIRE(manifest.optimizer_groups.size() == 1);
+  CHECK(manifest.optimizer_groups[0].params ==
+        std::vector<std::string>{"_flat_param", "fc1._flat_param", "fc2._flat_param"});  // model.parameters() order
+  CHECK(manifest.optimizer_groups[0].hyperparameters.at("lr").item<double>() == 0.005);  // one StepLR decay
   CHECK(manifest.scheduler == "StepLR");
   REQUIRE(manifest.buffers.size() == 1);
   CHECK(manifest.buffers[0].name == "counts");

@@ -172,7 +172,7 @@ TEST_CASE("metadata with overlapping, oversized or missing ranges is refused wit
   expect([&](json::Value& m) { slice(m, 0, 0).set("name", "fc9._flat_param"); }, "unexpected tensor");
   expect([&](json::Value& m) { m.set("world_size", 3); }, "2 files for a world of 3");
   expect([&](json::Value& m) { m.set("world_size", int64_t{1} << 40); }, "world_size");
-  expect([&](json::Value& m) { m.set("version", 2); }, "reads up to version 1");
+  expect([&](json::Value& m) { m.set("version", 3); }, "reads up to version 2");
   expect([&](json::Value& m) { m.set("format", "something-else"); }, "is not \"tessera.sharded-checkpoint\"");
   expect([&](json::Value& m) { m.set("crc32c_chunk_bytes", 12); }, "multiple of 8");
   expect([&](json::Value& m) { m.as_object()[5].second.as_array()[1].set("name", "../../etc/passwd"); }, "should be");
@@ -199,6 +199,85 @@ TEST_CASE("metadata with overlapping, oversized or missing ranges is refused wit
   write_file_bytes(path, original);
   ckpt::ShardedCheckpoint intact(f.sharded);
   intact.verify_all();
+}
+
+// The member `key` of a JSON object, to edit in place.
+json::Value& member(json::Value& object, const std::string& key) {
+  for (auto& [name, value] : object.as_object()) {
+    if (name == key) return value;
+  }
+  FAIL("no member " << key);
+  throw;
+}
+
+TEST_CASE("metadata whose optimizer groups or state do not fit the units is refused") {
+  Fixture f;
+  const std::string path = f.metadata();
+  const std::string original = read_file_bytes(path);
+  auto expect = [&](const std::function<void(json::Value&)>& edit, const std::string& words) {
+    write_file_bytes(path, original);
+    edit_metadata(path, edit);
+    Outcome outcome = outcome_of([&] { ckpt::ShardedCheckpoint reader(f.sharded); });
+    check_format_error(outcome, path);
+    CHECK_MESSAGE(contains(outcome.message, words), outcome.message);
+  };
+  auto optimizer = [](json::Value& m) -> json::Value& { return member(member(m, "manifest"), "optimizer"); };
+  auto params = [&](json::Value& m) -> json::Value& {
+    return member(member(optimizer(m), "param_groups").as_array()[0], "params");
+  };
+  auto state = [&](json::Value& m) -> json::Value& { return member(optimizer(m), "state").as_array()[0]; };
+
+  expect([&](json::Value& m) { params(m).push_back("fc9.weight"); }, "parameter 'fc9.weight' is not in any unit");
+  expect([&](json::Value& m) { params(m).push_back("fc1._flat_param"); }, "is in two groups");
+  expect([&](json::Value& m) { params(m).push_back("fc1.bias"); }, "stepped both as the flat shard 'fc1._flat_param'");
+  expect([&](json::Value& m) { state(m).set("param", "fc1.bias"); }, "state for 'fc1.bias', which is in no group");
+  expect([&](json::Value& m) { member(state(m), "tensors").push_back("momentum_buffer"); },
+         "state 'momentum_buffer' of '_flat_param' is not stored in unit '(root)'");
+  write_file_bytes(path, original);
+  ckpt::load_sharded(f.sharded, f.target.model, f.target.with());  // intact again: it loads
+}
+
+TEST_CASE("a version 1 checkpoint (one parameter group, scalars per unit) still loads") {
+  // Rewrites a checkpoint's metadata as version 1 wrote it, then loads both.
+  Fixture f;
+  ckpt::load_sharded(f.sharded, f.target.model, f.target.with());
+  const ts::StateDict optimizer = f.target.adam->state_dict();
+  const ts::StateDict scheduler = f.target.scheduler->state_dict();
+  edit_metadata(f.metadata(), [](json::Value& m) {
+    m.set("version", 1);
+    json::Value& manifest = member(m, "manifest");
+    json::Value& groups = member(member(manifest, "optimizer"), "param_groups");
+    json::Value hyper = member(groups.as_array()[0], "hyperparameters");
+    json::Object kept;
+    for (auto& [name, value] : hyper.as_object()) {
+      if (name != "initial_lr") kept.emplace_back(name, value);  // version 1 did not know it
+    }
+    json::Value states = member(member(manifest, "optimizer"), "state");
+    manifest.set("optimizer", json::Object{{"type", "Adam"}, {"hyperparameters", std::move(kept)}});
+    for (json::Value& unit_json : member(manifest, "units").as_array()) {
+      const std::string flat = member(unit_json, "flat_parameter").as_string();
+      for (json::Value& record : states.as_array()) {
+        if (member(record, "param").as_string() == flat) member(unit_json, "optimizer_state").set("scalars", member(record, "scalars"));
+      }
+    }
+    json::Value& step_lr = member(member(manifest, "scheduler"), "state");
+    json::Object old;
+    for (auto& [name, value] : step_lr.as_object()) {
+      if (name == "base_lrs") old.emplace_back("base_lr", value.as_array()[0]);
+      if (name == "_last_lr") old.emplace_back("last_lr", value.as_array()[0]);
+      if (name == "step_size" || name == "gamma" || name == "last_epoch") old.emplace_back(name, value);
+    }
+    step_lr = json::Value(std::move(old));
+  });
+  Trained target(one_rank(), 1, 43);
+  ckpt::load_sharded(f.sharded, target.model, target.with());
+  const ts::StateDict upgraded = target.adam->state_dict();
+  for (const auto& [key, value] : optimizer) {
+    CAPTURE(key);
+    if (contains(key, "initial_lr")) continue;
+    CHECK(same_bits(upgraded.at(key), value));
+  }
+  check_same(target.scheduler->state_dict(), scheduler);
 }
 
 TEST_CASE("rank files with a huge header length, an unknown dtype or foreign tensors are refused") {

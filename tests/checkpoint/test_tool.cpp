@@ -35,8 +35,8 @@ TEST_CASE("tessera-checkpoint: help, info, verify, conversions, corrupt input an
   INFO(info.out, info.err);
   CHECK(info.status == 0);
   for (const char* word : {"sharded checkpoint", "step-00000003", "world size: 1", "training: step 3, epoch 1, batch 2, seed 7",
-                           "optimizer: Adam  lr=0.005", "scheduler: StepLR", "fc1: F32, flat parameter 'fc1._flat_param', 41 elements",
-                           "fc1.weight", "[5, 7]", "optimizer state: exp_avg, exp_avg_sq; step=3.0", "counts I64 [4]",
+                           "optimizer: Adam, 1 parameter group(s)", "group 0: lr=0.005", "scheduler: StepLR", "fc1: F32, flat parameter 'fc1._flat_param', 41 elements",
+                           "fc1.weight", "[5, 7]", "optimizer state of fc1._flat_param: exp_avg, exp_avg_sq; step=3.0", "counts I64 [4]",
                            "rank-00000-of-00001.safetensors", "optimizer.fc1._flat_param.exp_avg"}) {
     CHECK_MESSAGE(contains(info.out, word), word);
   }

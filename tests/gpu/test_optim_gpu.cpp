@@ -11,6 +11,7 @@
 #include <memory>
 #include <tessera/tessera.h>
 
+#include "../optim/param_groups_golden.h"
 #include "gpu_test.h"
 
 namespace ts = tessera;
@@ -111,4 +112,52 @@ TEST_CASE("an optimizer refuses a gradient on another device than its parameter"
   optim::SGD sgd({p}, {.lr = 0.1});
   p.set_grad(ts::zeros({3}));
   CHECK_THROWS_AS(sgd.step(), ts::DeviceError);
+}
+
+TEST_CASE("parameter groups over flat shards on CUDA equal PyTorch's (the CPU's) steps") {
+  // The golden configurations of tests/optim/param_groups_golden.h, fully sharded on the
+  // target device over the single-rank group, fed PyTorch's gradients: each original
+  // parameter's segment of a CUDA shard updated by the fused kernels with its group's values.
+  namespace pg = param_groups_golden;
+  const ts::Device device = gpu_test::target();
+  for (const pg::Config& config : pg::configs()) {
+    for (const std::string dtype_name : {"f32", "f64"}) {
+      CAPTURE(config.name);
+      CAPTURE(dtype_name);
+      pg::Net net(dtype_name);
+      net.to(device);
+      ts::fsdp::fully_shard(net, std::make_shared<ts::dist::SingleProcessGroup>());
+      pg::Params params;
+      for (auto& [name, p] : ts::fsdp::named_original_parameters(net)) params[name] = p;
+      pg::Run run = config.make(params);
+      double worst = 0;
+      bool identical = true;
+      for (int step = 0; step < pg::kSteps; ++step) {
+        if (step == run.add_at) run.add_group();
+        for (const ts::fsdp::UnitInfo& unit : ts::fsdp::units(net)) {
+          Tensor flat = ts::zeros({unit.layout.padded_numel()}, {.dtype = unit.layout.dtype()});
+          for (const ts::fsdp::FlatEntry& entry : unit.layout.entries()) {
+            const Tensor& grad =
+                pg::golden().at("inputs." + dtype_name + ".grad." + std::to_string(step) + "." + entry.name);
+            flat.narrow(0, entry.offset, entry.numel).copy_(grad.reshape({-1}));
+          }
+          Tensor shard = unit.shard;
+          shard.set_grad(flat.to(device));
+        }
+        run.optimizer->step();
+        if (run.schedule() != nullptr) run.schedule()->step();
+        ts::StateDict full = net.state_dict();
+        for (const std::string& name : pg::kNames) {
+          const Tensor& expected = pg::golden().at(config.name + "." + dtype_name + ".step" + std::to_string(step) +
+                                                   ".param." + name);
+          std::string problem;
+          worst = std::max(worst, gpu_test::normalised_error(full.at(name).cpu(), expected, problem));
+          CHECK_MESSAGE(problem.empty(), problem);
+          identical = identical && pg::same_bits(full.at(name).cpu(), expected);
+        }
+      }
+      WARN_MESSAGE(identical, config.name, " ", dtype_name, ": not bit-identical, largest normalised error ", worst);
+      CHECK(worst <= (dtype_name == "f32" ? 1e-6 : 1e-14));
+    }
+  }
 }

@@ -1,6 +1,8 @@
 // Optimizers without PyTorch: hand-computed steps, option checks, skipped parameters,
-// zero_grad, padded flat shards, thread-count independence, state dict round trips and
-// StepLR's chained learning rate. (test_optim_golden.cpp compares with PyTorch itself.)
+// zero_grad, padded flat shards, thread-count independence, state dict round trips,
+// StepLR's chained learning rate, parameter groups (defaults, checks, per-group steps and
+// state dicts) and the schedulers' argument checks. (test_optim_golden.cpp and
+// test_param_groups_golden.cpp compare with PyTorch itself.)
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -108,7 +110,7 @@ TEST_CASE("options are checked with messages naming the value") {
   CHECK_THROWS_WITH_AS(optim::AdamW({p}, {.weight_decay = -1}), doctest::Contains("AdamW: invalid weight_decay"),
                        ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::Adadelta({p}, {.rho = 1.5}), doctest::Contains("rho"), ts::ValueError);
-  CHECK_THROWS_WITH_AS(optim::Adadelta({}, {}), doctest::Contains("empty parameter list"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adadelta(std::vector<ts::Tensor>{}), doctest::Contains("empty parameter list"), ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::Adadelta({p, p}, {}), doctest::Contains("same tensor"), ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::Adadelta({p * 2.0}, {}), doctest::Contains("not a leaf"), ts::ValueError);
   CHECK_THROWS_AS(optim::Adadelta({ts::tensor<int64_t>({1, 2})}, {}), ts::DTypeError);
@@ -287,7 +289,7 @@ TEST_CASE("load_state_dict refuses bad state and leaves the optimizer unchanged"
                        doctest::Contains("missing key 'state.0.exp_avg_sq'"), ts::ValueError);
   CHECK_THROWS_WITH_AS(
       adam.load_state_dict(modified([](auto& s) { s.insert("param_groups.0.params", ts::arange(2)); })),
-      doctest::Contains("for 2 parameters but this optimizer has 1"), ts::ValueError);
+      doctest::Contains("parameter group 0 of the state dict has 2 parameters but this optimizer's has 1"), ts::ValueError);
   // Valid keys but an invalid hyper-parameter: refused, and nothing changes.
   CHECK_THROWS_WITH_AS(
       adam.load_state_dict(modified([](auto& s) { s.insert("param_groups.0.lr", ts::full({}, -1.0)); })),
@@ -312,13 +314,13 @@ TEST_CASE("StepLR multiplies the learning rate by gamma every step_size epochs, 
   ts::Tensor p = leaf({1.0});
   optim::SGD sgd({p}, {.lr = 0.1});
   optim::StepLR scheduler(sgd, /*step_size=*/2, /*gamma=*/0.7);
-  CHECK(scheduler.get_last_lr() == 0.1);
+  CHECK(scheduler.get_last_lr() == std::vector<double>{0.1});
   CHECK(scheduler.last_epoch() == 0);
   std::vector<double> lrs;
   for (int epoch = 1; epoch <= 7; ++epoch) {
     scheduler.step();
-    lrs.push_back(scheduler.get_last_lr());
-    CHECK(sgd.lr() == scheduler.get_last_lr());
+    lrs.push_back(scheduler.get_last_lr()[0]);
+    CHECK(sgd.lr() == scheduler.get_last_lr()[0]);
   }
   const double once = 0.1 * 0.7, twice = once * 0.7, thrice = twice * 0.7;
   CHECK(lrs == std::vector<double>{0.1, once, once, twice, twice, thrice, thrice});
@@ -331,10 +333,152 @@ TEST_CASE("StepLR multiplies the learning rate by gamma every step_size epochs, 
   optim::SGD other({leaf({1.0})}, {.lr = 0.1});
   optim::StepLR resumed(other, 5);
   resumed.load_state_dict(scheduler.state_dict());
-  other.set_lr(scheduler.get_last_lr());
+  other.set_lr(scheduler.get_last_lr()[0]);
   scheduler.step();
   resumed.step();
   CHECK(resumed.get_last_lr() == scheduler.get_last_lr());
   CHECK(resumed.last_epoch() == 8);
+  CHECK(resumed.step_size() == 2);
   CHECK_THROWS_AS(optim::StepLR(sgd, 0), ts::ValueError);
+}
+
+TEST_CASE("parameter groups take the defaults for what they leave unset, as PyTorch's param_groups") {
+  ts::Tensor w = leaf({1.0, 2.0}), b = leaf({3.0}), head = leaf({4.0});
+  optim::AdamW adamw({{{w}, {.weight_decay = 0.1}}, {{b}, {.lr = 0.5, .betas = {0.8, 0.9}}}}, {.lr = 0.01, .eps = 1e-6});
+  REQUIRE(adamw.param_group_count() == 2);
+  CHECK(adamw.options(0).lr == 0.01);
+  CHECK(adamw.options(0).weight_decay == 0.1);
+  CHECK(adamw.options(0).eps == 1e-6);
+  CHECK(adamw.options(1).lr == 0.5);
+  CHECK(adamw.options(1).weight_decay == 0.01);  // AdamW's default
+  CHECK(adamw.options(1).betas == std::array<double, 2>{0.8, 0.9});
+  adamw.add_param_group({{head}, {.amsgrad = true}});
+  CHECK(adamw.options(2).amsgrad);
+  CHECK(adamw.options(2).lr == 0.01);
+  CHECK(adamw.params().size() == 3);
+  CHECK(adamw.params(2).front().is_same(head));
+
+  // Rates per group: set_lr(g, x) one, set_lr(x) all, as a loop over param_groups does.
+  adamw.set_lr(1, 0.25);
+  CHECK(adamw.lr(0) == 0.01);
+  CHECK(adamw.lr(1) == 0.25);
+  adamw.set_lr(0.125);
+  for (size_t g = 0; g < 3; ++g) CHECK(adamw.lr(g) == 0.125);
+  CHECK_THROWS_AS(adamw.set_lr(3, 0.1), ts::IndexError);
+
+  // The state dict numbers the parameters across groups, as PyTorch.
+  ts::StateDict state = adamw.state_dict();
+  CHECK(state.at("param_groups.0.params").to_vector<int64_t>() == std::vector<int64_t>{0});
+  CHECK(state.at("param_groups.1.params").to_vector<int64_t>() == std::vector<int64_t>{1});
+  CHECK(state.at("param_groups.2.params").to_vector<int64_t>() == std::vector<int64_t>{2});
+  CHECK(state.at("param_groups.1.betas").to_vector<double>() == std::vector<double>{0.8, 0.9});
+  CHECK(state.at("param_groups.2.amsgrad").item<double>() == 1.0);
+  CHECK_FALSE(state.contains("param_groups.0.initial_lr"));
+  optim::StepLR scheduler(adamw, 1);  // records initial_lr, as PyTorch's schedulers do
+  CHECK(adamw.state_dict().at("param_groups.2.initial_lr").item<double>() == 0.125);
+}
+
+TEST_CASE("groups are checked: each parameter once, every group's values valid, lr required for SGD") {
+  ts::Tensor a = leaf({1.0}), b = leaf({2.0});
+  CHECK_THROWS_WITH_AS(optim::SGD({{{a}, {}}, {{b}, {}}}, {}), doctest::Contains("lr is required"), ts::ValueError);
+  optim::SGD every_group_has_one({{{a}, {.lr = 0.1}}, {{b}, {.lr = 0.2}}}, {});  // as PyTorch: fine
+  CHECK(every_group_has_one.lr(1) == 0.2);
+  CHECK_THROWS_WITH_AS(optim::SGD({{{a}, {}}, {{a}, {}}}, {.lr = 0.1}), doctest::Contains("parameters 0 and 1 are the same tensor"),
+                       ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adam({{{a}, {}}, {{b}, {.betas = {1.5, 0.9}}}}), doctest::Contains("invalid beta1 1.5"),
+                       ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({{{a}, {}}, {{b}, {.nesterov = true}}}, {.lr = 0.1}), doctest::Contains("Nesterov"),
+                       ts::ValueError);
+  optim::Adadelta adadelta({a});
+  CHECK_THROWS_WITH_AS(adadelta.add_param_group({{a}}), doctest::Contains("same tensor"), ts::ValueError);
+  CHECK_THROWS_AS(adadelta.add_param_group({{b}, {.rho = 2.0}}), ts::ValueError);
+  CHECK(adadelta.param_group_count() == 1);  // refused groups leave nothing behind
+  CHECK(adadelta.params().size() == 1);
+  CHECK_THROWS_WITH_AS(adadelta.options(1), doctest::Contains("no parameter group 1"), ts::IndexError);
+}
+
+TEST_CASE("each group steps with its own hyper-parameters, and only its state slots") {
+  // SGD: momentum in group 0 only; the same gradients give each group's own formula.
+  ts::Tensor a = leaf({1.0}), b = leaf({1.0});
+  optim::SGD sgd({{{a}, {.momentum = 0.9}}, {{b}, {.lr = 0.5}}}, {.lr = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    set_grad(a, {0.5});
+    set_grad(b, {0.5});
+    sgd.step();
+  }
+  const double b0 = 0.5, b1 = std::fma(0.5, 1.0, b0 * 0.9);
+  CHECK(a.item<double>() == std::fma(b1, -0.1, std::fma(b0, -0.1, 1.0)));
+  CHECK(b.item<double>() == std::fma(0.5, -0.5, std::fma(0.5, -0.5, 1.0)));
+  CHECK(sgd.state(0).contains("momentum_buffer"));
+  CHECK(sgd.state(1).empty());
+
+  // Adam: amsgrad in group 1 only; a state dict from it loads, one that turns it on in
+  // group 0 too without its state is refused.
+  ts::Tensor c = leaf({1.0}), d = leaf({1.0});
+  optim::Adam adam({{{c}, {}}, {{d}, {.amsgrad = true}}});
+  set_grad(c, {1.0});
+  set_grad(d, {1.0});
+  adam.step();
+  CHECK_FALSE(adam.state(0).contains("max_exp_avg_sq"));
+  CHECK(adam.state(1).contains("max_exp_avg_sq"));
+  ts::StateDict saved = adam.state_dict();
+  adam.load_state_dict(saved);
+  saved.insert("param_groups.0.amsgrad", ts::full({}, 1.0, {.dtype = DType::f64}));
+  CHECK_THROWS_WITH_AS(adam.load_state_dict(saved), doctest::Contains("missing key 'state.0.max_exp_avg_sq'"),
+                       ts::ValueError);
+  CHECK_FALSE(adam.options(0).amsgrad);  // unchanged by the refused load
+}
+
+TEST_CASE("load_state_dict checks the groups: their number and sizes, as PyTorch does") {
+  ts::Tensor a = leaf({1.0}), b = leaf({2.0}), c = leaf({3.0});
+  optim::SGD two({{{a}, {}}, {{b, c}, {.lr = 0.2}}}, {.lr = 0.1});
+  optim::SGD one({a, b, c}, {.lr = 0.1});
+  optim::SGD swapped({{{a, b}, {}}, {{c}, {}}}, {.lr = 0.1});
+  CHECK_THROWS_WITH_AS(one.load_state_dict(two.state_dict()),
+                       doctest::Contains("the state dict has 2 parameter group(s) but this optimizer has 1"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(swapped.load_state_dict(two.state_dict()),
+                       doctest::Contains("parameter group 0 of the state dict has 1 parameters but this optimizer's has 2"),
+                       ts::ValueError);
+  optim::SGD same({{{a}, {}}, {{b, c}, {}}}, {.lr = 0.7});
+  same.load_state_dict(two.state_dict());
+  CHECK(same.lr(0) == 0.1);
+  CHECK(same.lr(1) == 0.2);
+}
+
+TEST_CASE("schedulers check their arguments as PyTorch does, and rates follow every group") {
+  ts::Tensor a = leaf({1.0}), b = leaf({1.0});
+  optim::SGD sgd({{{a}, {}}, {{b}, {.lr = 0.05}}}, {.lr = 0.1});
+  CHECK_THROWS_WITH_AS(optim::LinearLR(sgd, {.start_factor = 0.0}), doctest::Contains("start_factor 0 must be in (0, 1]"),
+                       ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::LinearLR(sgd, {.end_factor = 1.5}), doctest::Contains("end_factor"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::CosineAnnealingLR(sgd, 0), doctest::Contains("T_max must be positive"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::LambdaLR(sgd, std::vector<optim::LambdaLR::Lambda>{[](int64_t) { return 1.0; }}),
+                       doctest::Contains("expected 2 lr_lambdas (one per parameter group), but got 1"), ts::ValueError);
+  ts::Tensor c = leaf({1.0});
+  optim::SGD fresh({c}, {.lr = 0.1});
+  CHECK_THROWS_WITH_AS(optim::StepLR(fresh, 2, 0.5, /*last_epoch=*/4), doctest::Contains("param 'initial_lr' is not specified"),
+                       ts::ValueError);
+
+  optim::LinearLR warmup(sgd, {.start_factor = 0.5, .total_iters = 2});
+  optim::CosineAnnealingLR cosine(sgd, 4);
+  optim::SGD other({c}, {.lr = 0.1});
+  optim::StepLR elsewhere(other, 1);
+  CHECK_THROWS_WITH_AS(optim::SequentialLR(sgd, {warmup, elsewhere}, {2}), doctest::Contains("belongs to another"),
+                       ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::SequentialLR(sgd, {warmup, cosine}, {2, 3}),
+                       doctest::Contains("one more scheduler than milestones"), ts::ValueError);
+  optim::SequentialLR schedule(sgd, {warmup, cosine}, {2});
+  CHECK(schedule.get_last_lr() == std::vector<double>{0.05, 0.025});  // epoch 0: start_factor times each group's
+  schedule.step();
+  schedule.step();  // the milestone: cosine starts at its base
+  CHECK(schedule.get_last_lr() == std::vector<double>{0.1, 0.05});
+
+  // A scheduler's state from a schedule of another shape is refused, naming the key.
+  optim::StepLR step_lr(other, 2);
+  ts::StateDict state = step_lr.state_dict();
+  state.erase("gamma");
+  CHECK_THROWS_WITH_AS(step_lr.load_state_dict(state), doctest::Contains("missing key 'gamma'"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(step_lr.load_state_dict(cosine.state_dict()), doctest::Contains("unexpected key 'T_max'"),
+                       ts::ValueError);
+  CHECK(step_lr.step_size() == 2);
 }

@@ -63,13 +63,11 @@ Tensor triangle(const Tensor& self_in, int64_t diagonal, const char* op) {
 
 // ---- index checks on the device ----
 
-// A device counter for the first bad position, starting at `none`.
+// A device counter for the first bad position, starting at `none` (one past the last).
 struct BadPosition {
   Tensor slot;
-  int64_t none;
 
-  BadPosition(int64_t none_value, Device device)
-      : slot(full({}, static_cast<double>(none_value), DType::i64, device)), none(none_value) {}
+  BadPosition(int64_t none, Device device) : slot(full({}, static_cast<double>(none), DType::i64, device)) {}
   unsigned long long* pointer() const { return static_cast<unsigned long long*>(slot.data_ptr()); }
   // Waits for the kernels before it; `none` when every index was in range.
   int64_t first() const { return slot.item<int64_t>(); }
@@ -91,9 +89,9 @@ void check_index_values(const Tensor& index, int64_t size, int64_t dim, const Te
   TS_CUDA_CHECK_LAUNCH("check_index_kernel");
   const int64_t k = bad.first();
   if (k == n) return;
-  throw IndexError(detail::concat(op, ": index ", index.select(0, k).item<int64_t>(), " at position ", k,
-                                  " is out of range for dim ", dim, " of size ", size, " (shape ",
-                                  shape_str(self.sizes()), ")"));
+  const int64_t value = view(index, {-1}).select(0, k).item<int64_t>();
+  throw IndexError(detail::concat(op, ": index ", value, " at position ", k, " is out of range for dim ", dim,
+                                  " of size ", size, " (shape ", shape_str(self.sizes()), ")"));
 }
 
 // ---- index_select / index_add_ ----

@@ -1,0 +1,135 @@
+// The LRScheduler base, following torch.optim.lr_scheduler._LRScheduler (torch 1.13):
+// initial_lr and base_lrs, the initial step, step() and step(epoch), the state dict.
+#include "tessera/optim/lr_scheduler.h"
+
+#include <cmath>
+
+#include "tessera/tensor/error.h"
+#include "tessera/tensor/factory.h"
+
+namespace tessera::optim {
+namespace {
+
+Tensor integer_tensor(int64_t value) {
+  Tensor out = full({}, 0.0, {.dtype = DType::i64});
+  out.data_ptr<int64_t>()[0] = value;  // exact beyond 2^53
+  return out;
+}
+
+Tensor doubles_tensor(const std::vector<double>& values) {
+  return tensor<double>(values, {static_cast<int64_t>(values.size())});
+}
+
+// A float64 vector of `count` values under `key`.
+std::vector<double> doubles_at(const StateDict& state, const std::string& key, size_t count, const std::string& where) {
+  TS_CHECK(state.contains(key), ValueError, where, ": missing key '", key, "'");
+  const Tensor& value = state.at(key);
+  TS_CHECK(value.dim() == 1 && is_floating(value.dtype()) && value.numel() == static_cast<int64_t>(count), ValueError,
+           where, ": '", key, "' should hold ", count, " floating values (one per parameter group), got ", value.str());
+  return value.to(DType::f64).to_vector<double>();
+}
+
+}  // namespace
+
+void LRScheduler::start(int64_t last_epoch) {
+  const std::string where = type_name();
+  TS_CHECK(last_epoch >= -1, ValueError, where, ": last_epoch must be -1 (a new schedule) or an epoch, got ",
+           last_epoch);
+  const size_t groups = optimizer_.param_group_count();
+  for (size_t g = 0; g < groups; ++g) {
+    if (last_epoch == -1) {
+      if (!optimizer_.initial_lr(g)) optimizer_.set_initial_lr(g, optimizer_.lr(g));
+    } else {
+      TS_CHECK(optimizer_.initial_lr(g).has_value(), ValueError, where, ": param 'initial_lr' is not specified in ",
+               "param_groups[", g, "] when resuming an optimizer (build the schedule with last_epoch = -1, or ",
+               "load the optimizer's state_dict first)");
+    }
+    base_lrs_.push_back(*optimizer_.initial_lr(g));
+  }
+  last_epoch_ = last_epoch;
+  initial_step();
+}
+
+void LRScheduler::initial_step() {
+  step_count_ = 0;
+  step();
+}
+
+void LRScheduler::step() {
+  ++step_count_;
+  ++last_epoch_;
+  apply(get_lr());
+}
+
+void LRScheduler::step_to(int64_t epoch) {
+  ++step_count_;
+  last_epoch_ = epoch;
+  apply(closed_form_lr());
+}
+
+void LRScheduler::apply(const std::vector<double>& lrs) {
+  TS_CHECK(lrs.size() == optimizer_.param_group_count(), ValueError, type_name(), ": the optimizer has ",
+           optimizer_.param_group_count(), " parameter groups, but the schedule was built for ", lrs.size());
+  for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_lr(g, lrs[g]);
+  last_lr_ = current_lrs();
+}
+
+std::vector<double> LRScheduler::current_lrs() const {
+  std::vector<double> lrs;
+  for (size_t g = 0; g < optimizer_.param_group_count(); ++g) lrs.push_back(optimizer_.lr(g));
+  return lrs;
+}
+
+StateDict LRScheduler::state_dict() const {
+  StateDict out = settings();
+  out.insert("base_lrs", doubles_tensor(base_lrs_));
+  out.insert("last_epoch", integer_tensor(last_epoch_));
+  out.insert("_step_count", integer_tensor(step_count_));
+  out.insert("_last_lr", doubles_tensor(last_lr_));
+  return out;
+}
+
+void LRScheduler::load_state_dict(const StateDict& state) {
+  const std::string where = type_name() + ".load_state_dict";
+  const StateDict expected = state_dict();
+  for (const auto& [key, value] : state) {
+    TS_CHECK(expected.contains(key), ValueError, where, ": unexpected key '", key, "'");
+  }
+  const size_t groups = base_lrs_.size();
+  std::vector<double> base_lrs = doubles_at(state, "base_lrs", groups, where);
+  std::vector<double> last_lr = doubles_at(state, "_last_lr", groups, where);
+  const int64_t last_epoch = integer_at(state, "last_epoch", where);
+  const int64_t step_count = integer_at(state, "_step_count", where);
+  TS_CHECK(last_epoch >= -1 && step_count >= 0, ValueError, where, ": last_epoch ", last_epoch, " and _step_count ",
+           step_count, " are out of range");
+  StateDict own;
+  for (const auto& [key, value] : settings()) {
+    TS_CHECK(state.contains(key), ValueError, where, ": missing key '", key, "'");
+    own.insert(key, state.at(key));
+  }
+  load_settings(own);  // checks before it changes anything; the rest cannot fail
+  base_lrs_ = std::move(base_lrs);
+  last_lr_ = std::move(last_lr);
+  last_epoch_ = last_epoch;
+  step_count_ = step_count;
+}
+
+int64_t LRScheduler::integer_at(const StateDict& state, const std::string& key, const std::string& where) {
+  TS_CHECK(state.contains(key), ValueError, where, ": missing key '", key, "'");
+  const Tensor& value = state.at(key);
+  TS_CHECK(value.numel() == 1, ValueError, where, ": '", key, "' should hold one value, got ", value.str());
+  if (value.dtype() == DType::i64) return value.item<int64_t>();
+  const double number = value.item<double>();
+  TS_CHECK(std::abs(number) < 0x1p62 && number == std::trunc(number), ValueError, where, ": '", key,
+           "' should be an integer, got ", number);
+  return static_cast<int64_t>(number);
+}
+
+double LRScheduler::number_at(const StateDict& state, const std::string& key, const std::string& where) {
+  TS_CHECK(state.contains(key), ValueError, where, ": missing key '", key, "'");
+  const Tensor& value = state.at(key);
+  TS_CHECK(value.numel() == 1, ValueError, where, ": '", key, "' should hold one value, got ", value.str());
+  return value.item<double>();
+}
+
+}  // namespace tessera::optim

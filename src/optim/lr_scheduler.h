@@ -1,0 +1,99 @@
+// LRScheduler: the base of the learning-rate schedulers, with torch.optim.lr_scheduler's
+// behaviour and arithmetic (torch 1.13), one rate per parameter group.
+//
+//   ts::optim::AdamW opt({{decay, {.weight_decay = 0.1}}, {no_decay, {.weight_decay = 0.0}}}, {.lr = 6e-4});
+//   ts::optim::LinearLR warmup(opt, {.start_factor = 0.01, .total_iters = 100});
+//   ts::optim::CosineAnnealingLR cosine(opt, /*T_max=*/900, /*eta_min=*/6e-5);
+//   ts::optim::SequentialLR schedule(opt, {warmup, cosine}, /*milestones=*/{100});
+//   for (int it = 0; it < 1000; ++it) {
+//     ...                      // forward, backward
+//     opt.step();
+//     schedule.step();         // get_last_lr()[g]: group g's rate for the next step
+//   }
+//
+// As in PyTorch: a scheduler built with last_epoch = -1 records each group's current lr as
+// its "initial_lr" (in the optimizer, unless an earlier scheduler did) and its base_lrs,
+// then takes its initial step (epoch 0), which sets the optimizer's rates. step() advances
+// one epoch with the scheduler's chainable formula: the next rate from the optimizer's
+// current one, so a set_lr() between steps carries forward. Every product, quotient and
+// cosine is computed in double in PyTorch's order, so the rates are PyTorch's to the bit.
+//
+// state_dict() holds what PyTorch's does (its keys; lists as float64 vectors): the
+// scheduler's settings (e.g. "step_size", "gamma"), "base_lrs", "last_epoch",
+// "_step_count", "_last_lr"; the optimizer's rates are restored by the optimizer's own
+// load_state_dict, as in PyTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/optim/optimizer.h"
+#include "tessera/tensor/state_dict.h"
+
+namespace tessera::optim {
+
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  // Advances one epoch and sets every group's learning rate.
+  virtual void step();
+  // The rates the last step() (or the constructor) set, one per group.
+  const std::vector<double>& get_last_lr() const { return last_lr_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  // Each group's initial_lr when the scheduler was built: what closed forms start from.
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  Optimizer& optimizer() const { return optimizer_; }
+
+  virtual StateDict state_dict() const;
+  // Every key of state_dict() must be present and valid, no other; otherwise ValueError
+  // naming the key, and the scheduler is left unchanged.
+  virtual void load_state_dict(const StateDict& state);
+
+  // "StepLR", "CosineAnnealingLR", ... for checkpoints and messages.
+  virtual std::string type_name() const = 0;
+
+ protected:
+  // The optimizer must outlive the scheduler. A derived constructor sets its own fields,
+  // then calls start().
+  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
+  // PyTorch's _LRScheduler.__init__ from "Initialize epoch and base learning rates" on,
+  // ending with the initial step.
+  void start(int64_t last_epoch);
+
+  // PyTorch's get_lr: the chainable form, usually from the optimizer's current rates.
+  virtual std::vector<double> get_lr() const = 0;
+  // PyTorch's _get_closed_form_lr, which step(epoch) uses; get_lr() where it has none.
+  virtual std::vector<double> closed_form_lr() const { return get_lr(); }
+  // The scheduler's own settings under PyTorch's names (state_dict's first entries), and
+  // their check and assignment on loading (throwing before changing anything).
+  virtual StateDict settings() const = 0;
+  virtual void load_settings(const StateDict& settings) = 0;
+
+  // The optimizer's rates now, one per group.
+  std::vector<double> current_lrs() const;
+  int64_t step_count() const { return step_count_; }
+
+  // Readers for load_settings: a one-value tensor under `key` as an integer or a double.
+  static int64_t integer_at(const StateDict& state, const std::string& key, const std::string& where);
+  static double number_at(const StateDict& state, const std::string& key, const std::string& where);
+
+ private:
+  friend class SequentialLR;  // steps and rewinds the schedulers it runs, as PyTorch's does
+
+  // PyTorch's step(epoch) (deprecated there): jumps to `epoch` with the closed form.
+  void step_to(int64_t epoch);
+  void initial_step();
+  void apply(const std::vector<double>& lrs);
+
+  Optimizer& optimizer_;
+  std::vector<double> base_lrs_;
+  int64_t last_epoch_ = -1;
+  int64_t step_count_ = 0;
+  std::vector<double> last_lr_;
+};
+
+}  // namespace tessera::optim
