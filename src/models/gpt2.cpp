@@ -203,6 +203,15 @@ Tensor GPT2Model::forward(Tensor ids) {
 TiedLinear::TiedLinear(nn::Embedding& tied_to, std::string tied_name)
     : tied_to_(tied_to), tied_name_(std::move(tied_name)) {}
 
+Tensor TiedLinear::forward(Tensor input) {
+  const Tensor& weight = tied_to_.weight;
+  TS_CHECK(weight.numel() == 0 || weight.storage()->nbytes() > 0, ValueError, "lm_head: its weight is ", tied_name_,
+           ", whose memory FSDP released after its own unit's forward. Tied weights must be in one unit with the "
+           "head: shard GPT2 with one unit per block and the embeddings with the root, "
+           "FullyShardOptions{.wrap_policy = WrapPolicy::module_type({\"GPT2Block\"})}");
+  return linear(input, weight);
+}
+
 std::string TiedLinear::extra_repr() const {
   return detail::concat("in_features=", tied_to_.embedding_dim(), ", out_features=", tied_to_.num_embeddings(),
                         ", bias=False, weight=", tied_name_);

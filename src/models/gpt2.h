@@ -168,7 +168,9 @@ class GPT2Model : public nn::Module {
 class TiedLinear : public nn::Module {
  public:
   TiedLinear(nn::Embedding& tied_to, std::string tied_name);
-  Tensor forward(Tensor input) override { return linear(input, tied_to_.weight); }
+  // input @ weight^T. Under FSDP the weight must be gathered when the head runs, i.e. in the
+  // unit of a module around the head (GPT2's root); a released one is a ValueError saying so.
+  Tensor forward(Tensor input) override;
   std::string type_name() const override { return "TiedLinear"; }
   std::string extra_repr() const override;
   const Tensor& weight() const { return tied_to_.weight; }

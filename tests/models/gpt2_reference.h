@@ -103,18 +103,33 @@ inline double relative_error(double actual, double expected) {
 // agree to rounding; 10 AdamW steps amplify that a little. Measured worst: see test_gpt2.cpp.
 inline double loss_tolerance(ts::DType dtype) { return dtype == ts::DType::f64 ? 1e-10 : 1e-5; }
 
-// nanoGPT's get_lr(it) as a LambdaLR factor of the base rate (the reference's schedule).
-inline double nanogpt_lr_factor(int64_t step, const Training& t) {
-  double lr;
-  if (step < t.warmup_steps) {
-    lr = t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps + 1);
-  } else if (step > t.steps) {
-    lr = t.min_lr;
-  } else {
-    const double ratio = static_cast<double>(step - t.warmup_steps) / static_cast<double>(t.steps - t.warmup_steps);
-    lr = t.min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (t.lr - t.min_lr);
+// nanoGPT's optimizer: AdamW with weight decay on the 2-D parameters only, the rate from
+// nanoGPT's get_lr through LambdaLR (optim::warmup_cosine). `named` are the original parameters (under FSDP,
+// fsdp::named_original_parameters: each steps its segment of its unit's shard).
+struct NanoGptOptimizer {
+  std::unique_ptr<ts::optim::AdamW> adamw;
+  std::unique_ptr<ts::optim::LambdaLR> schedule;
+
+  NanoGptOptimizer(const std::vector<std::pair<std::string, ts::Tensor>>& named, const Training& t) {
+    std::vector<ts::Tensor> decay, no_decay;
+    for (const auto& [name, p] : named) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    adamw = std::make_unique<ts::optim::AdamW>(
+        std::vector<ts::optim::AdamW::ParamGroup>{{decay, {.weight_decay = t.weight_decay}}, {no_decay, {.weight_decay = 0.0}}},
+        ts::optim::AdamWOptions{.lr = t.lr, .betas = {t.beta1, t.beta2}, .eps = t.eps});
+    schedule = std::make_unique<ts::optim::LambdaLR>(
+        *adamw, ts::optim::warmup_cosine({.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .decay_steps = t.steps}));
   }
-  return lr / t.lr;
+};
+
+// Step `step`'s loss on rows [begin, begin + rows) of its global batch: the cross entropy
+// summed over those rows' tokens, divided by the global batch's token count, so that the
+// ranks' losses (and, reduced by sum, their gradients) add up to the mean over the batch.
+inline ts::Tensor rows_loss(ts::models::GPT2& model, int64_t step, int64_t begin, int64_t rows) {
+  const Reference& r = reference();
+  ts::Tensor inputs = r.inputs(step).narrow(0, begin, rows), targets = r.targets(step).narrow(0, begin, rows);
+  ts::Tensor logits = model(inputs);
+  const double global_tokens = static_cast<double>(r.training.batch * r.training.seq_len);
+  return ts::cross_entropy(logits.flatten(0, 1), targets.flatten(), {.reduction = ts::Reduction::sum}) / global_tokens;
 }
 
 }  // namespace gpt2_reference
