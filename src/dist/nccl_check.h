@@ -6,9 +6,14 @@
 //   TS_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream));
 #pragma once
 
+#include <string>
+
 namespace tessera::detail {
 
 void check_nccl_status(int status, const char* expression, const char* file, int line);
+// "NCCL status 6 (remote process exited or there was a network error): <last error>", for
+// a status of `communicator` (an ncclComm_t; null: the thread's last error).
+std::string describe_nccl_status(int status, void* communicator = nullptr);
 
 }  // namespace tessera::detail
 

@@ -1,17 +1,20 @@
 // The NCCL group: calls are checked and numbered by ProcessGroup, then ordered after the
 // compute stream by an event, run on the group's stream, and handed back to the compute
-// stream by the Work (see the header for why the Work holds the tensors).
+// stream by the Work (see the header for why the Work holds the tensors). Every NCCL call
+// goes through issue(), which polls the non-blocking communicator within the timeout.
 #include "tessera/dist/nccl_process_group.h"
 
 #include <unistd.h>
 
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "tessera/dist/errors.h"
 #include "tessera/dist/nccl_check.h"
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/device_errors.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::dist {
@@ -55,47 +58,93 @@ bool input_needs_copy(const CollectiveCall& call, int rank) {
   return false;
 }
 
-// "host-name 0000:18:00.0": which physical GPU a rank uses.
-std::string gpu_identity(int device) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  char bus[64] = {0};
-  TS_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
-  return detail::concat(host, " ", bus);
+using Clock = std::chrono::steady_clock;
+
+// Polls a non-blocking communicator until it is no longer busy with its last call
+// (ncclInProgress), up to `deadline`; returns its state then (ncclInProgress: timed out).
+ncclResult_t await_communicator(ncclComm_t communicator, Clock::time_point deadline) {
+  auto pause = std::chrono::microseconds(20);
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t asked = ncclCommGetAsyncError(communicator, &state);
+    if (asked != ncclSuccess) return asked;
+    if (state != ncclInProgress || Clock::now() >= deadline) return state;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(2));
+  }
+}
+
+std::string nccl_error(ncclResult_t status, ncclComm_t communicator) {
+  return detail::describe_nccl_status(static_cast<int>(status), communicator);
+}
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+double seconds(std::chrono::milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
+
+// Which physical GPU a rank uses: its UUID ("GPU-8c1e..."), the same in every container
+// and process that sees the device, whatever its index or PCI address there; and the host,
+// for messages.
+struct GpuIdentity {
+  char uuid[48];
+  char host[80];
+};
+
+GpuIdentity gpu_identity(int device) {
+  GpuIdentity identity{};
+  cudaDeviceProp properties{};
+  TS_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  std::string text = "GPU-";
+  const auto* bytes = reinterpret_cast<const unsigned char*>(properties.uuid.bytes);
+  for (int i = 0; i < 16; ++i) {
+    static const char* const kHex = "0123456789abcdef";
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    text += kHex[bytes[i] >> 4];
+    text += kHex[bytes[i] & 15];
+  }
+  std::strncpy(identity.uuid, text.c_str(), sizeof identity.uuid - 1);
+  gethostname(identity.host, sizeof identity.host - 1);
+  return identity;
 }
 
 // NCCL needs one GPU per rank; with two ranks on one GPU its initialisation fails with a
 // terse "duplicate GPU" error. Every rank sees the same table, so every rank throws alike.
 void check_one_gpu_per_rank(ProcessGroup& parent, int device) {
-  constexpr int64_t kIdentityBytes = 128;
-  std::string mine = gpu_identity(device);
-  mine.resize(kIdentityBytes, '\0');
-  Tensor mine_bytes = native::empty({kIdentityBytes}, DType::u8, Device::cpu());
-  std::memcpy(mine_bytes.data_ptr(), mine.data(), kIdentityBytes);
-  Tensor all_bytes = native::empty({kIdentityBytes * parent.size()}, DType::u8, Device::cpu());
+  constexpr auto kBytes = static_cast<int64_t>(sizeof(GpuIdentity));
+  const GpuIdentity mine = gpu_identity(device);
+  Tensor mine_bytes = native::empty({kBytes}, DType::u8, Device::cpu());
+  std::memcpy(mine_bytes.data_ptr(), &mine, sizeof mine);
+  Tensor all_bytes = native::empty({kBytes * parent.size()}, DType::u8, Device::cpu());
   parent.all_gather_into(all_bytes, mine_bytes);
-  const char* all = static_cast<const char*>(all_bytes.data_ptr());
-  auto identity_of = [&](int rank) { return std::string(all + rank * kIdentityBytes); };
-  for (int a = 0; a < parent.size(); ++a) {
-    for (int b = a + 1; b < parent.size(); ++b) {
-      TS_CHECK(identity_of(a) != identity_of(b), DistError, "new_group(Backend::nccl) on rank ", parent.rank(),
-               " of group '", parent.name(), "': ranks ", a, " and ", b, " both chose the GPU ", identity_of(a),
+  std::vector<GpuIdentity> all(static_cast<size_t>(parent.size()));
+  std::memcpy(all.data(), all_bytes.data_ptr(), all.size() * sizeof(GpuIdentity));
+  for (size_t a = 0; a < all.size(); ++a) {
+    for (size_t b = a + 1; b < all.size(); ++b) {
+      TS_CHECK(std::strncmp(all[a].uuid, all[b].uuid, sizeof all[a].uuid) != 0, DistError,
+               "new_group(Backend::nccl) on rank ", parent.rank(), " of group '", parent.name(), "': ranks ", a,
+               " (on ", all[a].host, ") and ", b, " (on ", all[b].host, ") both chose the GPU ", all[a].uuid,
                "; NCCL needs one GPU per rank. Pass GroupOptions::device, or, to share one GPU between ranks, ",
                "use the MPI group itself, which stages CUDA tensors through host memory");
     }
   }
 }
 
-// The handle on one NCCL call (see the header): wait() orders the compute stream after it.
+// The handle on one NCCL call (see the header): wait() orders the compute stream after it,
+// and rethrows the group's failure if the watchdog aborted it.
 class NcclWork final : public Work {
  public:
-  NcclWork(std::string description, int device, std::unique_ptr<cuda::Event> done, std::vector<Tensor> tensors,
-           bool host_waits)
+  NcclWork(std::string description, int device, std::shared_ptr<cuda::Event> done, std::vector<Tensor> tensors,
+           bool host_waits, std::shared_ptr<NcclWatchdog> watchdog)
       : description_(std::move(description)),
         device_(device),
         done_(std::move(done)),
         tensors_(std::move(tensors)),
-        host_waits_(host_waits) {}
+        host_waits_(host_waits),
+        watchdog_(std::move(watchdog)) {}
 
   ~NcclWork() override {
     std::lock_guard lock(mutex_);
@@ -109,10 +158,11 @@ class NcclWork final : public Work {
   void wait() override {
     std::lock_guard lock(mutex_);
     if (!ordered_) order_compute_stream();
-    if (host_waits_) done_->synchronize();
+    if (host_waits_) done_->synchronize();  // bounded: the watchdog aborts a collective past the timeout
+    watchdog_->check();
   }
 
-  bool is_completed() const override { return done_->query(); }
+  bool is_completed() const override { return done_->query() || watchdog_->failure() != nullptr; }
   std::string description() const override { return description_; }
 
  private:
@@ -125,12 +175,35 @@ class NcclWork final : public Work {
 
   std::string description_;
   int device_;
-  std::unique_ptr<cuda::Event> done_;
+  std::shared_ptr<cuda::Event> done_;
   std::vector<Tensor> tensors_;
   bool host_waits_;
+  std::shared_ptr<NcclWatchdog> watchdog_;
   std::mutex mutex_;
   bool ordered_ = false;
 };
+
+// A new communicator of the non-blocking kind, polled until it is up: a rank that never
+// joins makes this throw after `timeout` on the others, instead of hanging them.
+ncclComm_t join_communicator(const ncclUniqueId& id, int size, int rank, std::chrono::milliseconds timeout,
+                             const std::string& where) {
+  ncclConfig_t config = nonblocking_config();
+  ncclComm_t communicator = nullptr;
+  const ncclResult_t started = ncclCommInitRankConfig(&communicator, size, id, rank, &config);
+  if (started != ncclSuccess && started != ncclInProgress) {
+    if (communicator != nullptr) ncclCommAbort(communicator);
+    throw DistError(detail::concat(where, ": ncclCommInitRankConfig failed: ", nccl_error(started, nullptr)));
+  }
+  const ncclResult_t state = await_communicator(communicator, Clock::now() + timeout);
+  if (state != ncclSuccess) {
+    const std::string why = state == ncclInProgress
+                                ? detail::concat("not every rank joined within the timeout of ", seconds(timeout), " s")
+                                : nccl_error(state, communicator);
+    ncclCommAbort(communicator);
+    throw DistError(detail::concat(where, ": the NCCL communicator did not come up: ", why));
+  }
+  return communicator;
+}
 
 }  // namespace
 
@@ -151,16 +224,17 @@ std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(ProcessGroup& parent,
   Tensor debug = native::full({1}, debug_checks ? 1.0 : 0.0, DType::i64, Device::cpu());
   parent.all_reduce(debug, ReduceOp::max);
 
-  ncclComm_t communicator = nullptr;
-  {
-    cuda::DeviceGuard guard(device);
-    TS_NCCL_CHECK(ncclCommInitRank(&communicator, parent.size(), id, parent.rank()));
-  }
+  // The rank's GPU becomes this thread's device for good: NCCL joins on the current
+  // device, and every later guard on it then has nothing to switch.
+  TS_CUDA_CHECK(cudaSetDevice(device));
+  ncclComm_t communicator =
+      join_communicator(id, parent.size(), parent.rank(), timeout,
+                        detail::concat("new_group(Backend::nccl) on rank ", parent.rank(), " of group '", parent.name(), "'"));
   try {
     return std::shared_ptr<NcclProcessGroup>(new NcclProcessGroup(
         communicator, device, parent.rank(), parent.size(), std::move(name), debug.item<int64_t>() != 0, timeout));
   } catch (...) {
-    ncclCommDestroy(communicator);
+    ncclCommAbort(communicator);
     throw;
   }
 }
@@ -171,12 +245,57 @@ NcclProcessGroup::NcclProcessGroup(ncclComm_t communicator, int device, int rank
       communicator_(communicator),
       device_(device),
       stream_(std::make_unique<cuda::Stream>(device)),
-      barrier_scratch_(native::zeros({1}, DType::f32, Device::cuda(device))) {}
+      barrier_scratch_(native::zeros({1}, DType::f32, Device::cuda(device))),
+      placement_(detail::concat("rank ", rank, " of group '", this->name(), "' (size ", size, ")")) {
+  NcclWatchdog::Hooks hooks;
+  hooks.async_error = [this]() -> std::string {
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(communicator_, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
+    return state == ncclSuccess || state == ncclInProgress ? std::string() : nccl_error(state, communicator_);
+  };
+  hooks.abort = [this] { ncclCommAbort(communicator_); };  // the kernels waiting for peers return
+  hooks.post = [device](std::exception_ptr error) { cuda::post_device_error(device, std::move(error)); };
+  watchdog_ = std::make_shared<NcclWatchdog>(placement_, timeout, std::move(hooks));
+}
 
 NcclProcessGroup::~NcclProcessGroup() {
-  // Queued collectives finish first; errors are ignored (at exit the runtime may be gone).
-  cudaStreamSynchronize(stream_->handle());
-  ncclCommDestroy(communicator_);
+  // Queued collectives may finish within the timeout; a communicator that cannot (a dead
+  // peer) is aborted rather than waited for forever. Errors are ignored: at exit the
+  // runtime may be gone. Works that outlive the group keep its (stopped) watchdog.
+  watchdog_->stop();
+  const auto deadline = Clock::now() + timeout();
+  bool quiet = watchdog_->failure() == nullptr;
+  while (quiet && cudaStreamQuery(stream_->handle()) == cudaErrorNotReady) {
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(communicator_, &state);
+    if ((state != ncclSuccess && state != ncclInProgress) || Clock::now() >= deadline) quiet = false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  cudaGetLastError();
+  if (watchdog_->failure() != nullptr) return;  // aborted (and freed) already
+  const ncclResult_t finalizing = quiet ? ncclCommFinalize(communicator_) : ncclInternalError;
+  if ((finalizing == ncclSuccess || finalizing == ncclInProgress) &&
+      await_communicator(communicator_, deadline) == ncclSuccess) {
+    ncclCommDestroy(communicator_);
+  } else {
+    ncclCommAbort(communicator_);
+  }
+}
+
+template <class NcclCall>
+void NcclProcessGroup::issue(const std::string& what, NcclCall&& nccl_call) {
+  std::lock_guard call(watchdog_->call_lock());
+  watchdog_->check();
+  const ncclResult_t status = nccl_call();
+  ncclResult_t state = status;
+  if (status == ncclInProgress || status == ncclSuccess) state = await_communicator(communicator_, Clock::now() + timeout());
+  if (state == ncclSuccess) return;
+  watchdog_->fail(state == ncclInProgress
+                      ? detail::concat(what, " on ", placement_, " was not issued within the timeout of ",
+                                       seconds(timeout()), " s (a peer is gone?); the communicator was aborted")
+                      : detail::concat(what, " on ", placement_, " failed: ", nccl_error(state, communicator_),
+                                       "; the communicator was aborted"));
+  watchdog_->check();
 }
 
 void NcclProcessGroup::check_supported(const CollectiveCall& call) const {
@@ -188,6 +307,7 @@ void NcclProcessGroup::check_supported(const CollectiveCall& call) const {
 }
 
 std::shared_ptr<Work> NcclProcessGroup::start(CollectiveCall call) {
+  watchdog_->check();  // an aborted group refuses every call, with the reason
   if (debug_checks()) check_fingerprints(fingerprint_of(call));
   cuda::DeviceGuard guard(device_);
   // Inputs NCCL cannot read in place are copied, and deferred storages are filled, on the
@@ -200,39 +320,52 @@ std::shared_ptr<Work> NcclProcessGroup::start(CollectiveCall call) {
   cuda::Event ready(device_);
   ready.record(cuda::compute_stream(device_));
   ready.block(stream_->handle());
+  std::string description = detail::concat(describe(call), " on group '", name(), "'");
   enqueue(call, input, call.output);
-  auto done = std::make_unique<cuda::Event>(device_);
+  auto done = std::make_shared<cuda::Event>(device_);
   done->record(stream_->handle());
-  return std::make_shared<NcclWork>(detail::concat(describe(call), " on group '", name(), "'"), device_,
-                                    std::move(done), std::vector<Tensor>{call.input, call.output, input},
-                                    call.kind == CollectiveKind::barrier);
+  watchdog_->watch(describe(call), [done] { return done->query(); });
+  return std::make_shared<NcclWork>(std::move(description), device_, std::move(done),
+                                    std::vector<Tensor>{call.input, call.output, input},
+                                    call.kind == CollectiveKind::barrier, watchdog_);
 }
 
 void NcclProcessGroup::enqueue(const CollectiveCall& call, const Tensor& input, const Tensor& output) {
   cudaStream_t stream = stream_->handle();
+  const std::string what = describe(call);
   if (call.kind == CollectiveKind::barrier) {
-    TS_NCCL_CHECK(ncclAllReduce(barrier_scratch_.data_ptr(), barrier_scratch_.data_ptr(), 1, ncclFloat32, ncclSum,
-                                communicator_, stream));
+    issue(what, [&] {
+      return ncclAllReduce(barrier_scratch_.data_ptr(), barrier_scratch_.data_ptr(), 1, ncclFloat32, ncclSum,
+                           communicator_, stream);
+    });
     return;
   }
   if (call.count() == 0) return;  // every rank has the same count (debug mode checks it)
   const ncclDataType_t datatype = nccl_datatype(call.input.dtype());
   switch (call.kind) {
     case CollectiveKind::all_gather:
-      TS_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()), datatype,
-                                  communicator_, stream));
+      issue(what, [&] {
+        return ncclAllGather(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()), datatype,
+                             communicator_, stream);
+      });
       return;
     case CollectiveKind::reduce_scatter:
-      TS_NCCL_CHECK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
-                                      datatype, nccl_reduce_op(call.reduce_op), communicator_, stream));
+      issue(what, [&] {
+        return ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), datatype,
+                                 nccl_reduce_op(call.reduce_op), communicator_, stream);
+      });
       return;
     case CollectiveKind::all_reduce:
-      TS_NCCL_CHECK(ncclAllReduce(output.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), datatype,
-                                  nccl_reduce_op(call.reduce_op), communicator_, stream));
+      issue(what, [&] {
+        return ncclAllReduce(output.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), datatype,
+                             nccl_reduce_op(call.reduce_op), communicator_, stream);
+      });
       return;
     case CollectiveKind::broadcast:
-      TS_NCCL_CHECK(ncclBroadcast(output.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), datatype,
-                                  call.root, communicator_, stream));
+      issue(what, [&] {
+        return ncclBroadcast(output.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), datatype,
+                             call.root, communicator_, stream);
+      });
       return;
     case CollectiveKind::barrier:
     case CollectiveKind::duplicate: break;
@@ -252,11 +385,15 @@ void NcclProcessGroup::check_fingerprints(const CallFingerprint& mine) {
   cuda::Event ready(device_);
   ready.record(cuda::compute_stream(device_));
   ready.block(stream_->handle());
-  TS_NCCL_CHECK(ncclAllGather(mine_device.data_ptr(), all_device.data_ptr(), static_cast<size_t>(kBytes), ncclUint8,
-                              communicator_, stream_->handle()));
-  cuda::Event gathered(device_);
-  gathered.record(stream_->handle());
-  gathered.synchronize();
+  issue("the debug-mode fingerprint all-gather", [&] {
+    return ncclAllGather(mine_device.data_ptr(), all_device.data_ptr(), static_cast<size_t>(kBytes), ncclUint8,
+                         communicator_, stream_->handle());
+  });
+  auto gathered = std::make_shared<cuda::Event>(device_);
+  gathered->record(stream_->handle());
+  watchdog_->watch("the debug-mode fingerprint all-gather", [gathered] { return gathered->query(); });
+  gathered->synchronize();  // bounded by the watchdog
+  watchdog_->check();
   Tensor all_host = native::to_device(all_device, Device::cpu());
   std::vector<CallFingerprint> per_rank(static_cast<size_t>(size()));
   std::memcpy(per_rank.data(), all_host.data_ptr(), static_cast<size_t>(kBytes * size()));
@@ -269,13 +406,20 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::start_duplicate(CollectiveCall, 
   ncclComm_t copy = nullptr;
   {
     cuda::DeviceGuard guard(device_);
-    TS_NCCL_CHECK(ncclCommSplit(communicator_, 0, rank(), &copy, nullptr));
+    ncclConfig_t config = nonblocking_config();
+    issue("ncclCommSplit", [&] { return ncclCommSplit(communicator_, 0, rank(), &copy, &config); });
+    const ncclResult_t state = await_communicator(copy, Clock::now() + *options.timeout);
+    if (state != ncclSuccess) {
+      ncclCommAbort(copy);
+      throw DistError(detail::concat(where("duplicate"), ": the split communicator did not come up: ",
+                                     state == ncclInProgress ? std::string("timed out") : nccl_error(state, copy)));
+    }
   }
   try {
     return std::shared_ptr<NcclProcessGroup>(
         new NcclProcessGroup(copy, device_, rank(), size(), std::move(name), *options.debug_checks, *options.timeout));
   } catch (...) {
-    ncclCommDestroy(copy);
+    ncclCommAbort(copy);
     throw;
   }
 }

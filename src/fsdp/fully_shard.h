@@ -29,9 +29,11 @@
 // option). The group then carries CUDA tensors: an NCCL group (dist::new_group(world,
 // Backend::nccl), one GPU per rank), the MPI world (several ranks sharing a GPU: staged
 // through host memory), or the single-rank group. With NCCL, collectives run on their own
-// stream: prefetched all-gathers and gradient reductions overlap compute (a unit's
-// reduction is waited for when the next unit's starts, so at most two unsharded gradient
-// buffers exist on CUDA, one on the CPU).
+// streams (the gradient reductions on a duplicate() of the group that fully_shard makes,
+// so a prefetched all-gather never queues behind a reduce-scatter): prefetched
+// all-gathers and gradient reductions overlap compute (a unit's reduction is waited for
+// when the next unit's starts, so at most two unsharded gradient buffers exist on CUDA,
+// one on the CPU).
 //
 // Initialisation: parameters still deferred (never used) are filled slice by slice, each
 // rank computing only its own elements from (seed, name, index): the full model is never
@@ -54,7 +56,9 @@ namespace tessera::fsdp {
 enum class ShardingStrategy { full_shard, shard_grad_op, no_shard };
 
 // Which modules become units. Evaluated bottom-up; `unwrapped_numel` counts the elements
-// of the parameters in the module's subtree not yet in a unit.
+// of the parameters in the module's subtree not yet in a unit. Containers (ModuleList,
+// ModuleDict: never called, so a unit's hooks on them would never run) are never units:
+// size_based passes over them, and a module_type or custom policy that picks one throws.
 struct WrapPolicy {
   enum class Kind { owns_parameters, size_based, module_type, custom };
   Kind kind = Kind::owns_parameters;

@@ -23,6 +23,8 @@ class FsdpState final : public nn::ModuleAttachment {
   bool no_sync = false;
 
   void add_unit(std::unique_ptr<Unit> unit) { units_.push_back(std::move(unit)); }
+  // The group of the units' gradient reductions, when it is not group() (see fully_shard.cpp).
+  void set_reduction_group(std::shared_ptr<dist::ProcessGroup> group) { reduction_group_ = std::move(group); }
   void install_hooks();
 
   // Schedule steps.
@@ -45,6 +47,7 @@ class FsdpState final : public nn::ModuleAttachment {
 
   nn::Module& root_;
   std::shared_ptr<dist::ProcessGroup> group_;
+  std::shared_ptr<dist::ProcessGroup> reduction_group_;
   FullyShardOptions options_;
   std::vector<std::unique_ptr<Unit>> units_;
   detail::Counters counters_;

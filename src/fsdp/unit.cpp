@@ -172,10 +172,11 @@ void Unit::start_reduction() {
   NoGradGuard no_grad;
   if (sharded_) {
     reducing_into_ = native::empty({layout_.shard_numel()}, reduce_dtype_, device_);
-    pending_reduction_ = group_.reduce_scatter_into_async(reducing_into_, full_gradient_, gradient_reduction_);
+    pending_reduction_ =
+        reduction_group_->reduce_scatter_into_async(reducing_into_, full_gradient_, gradient_reduction_);
   } else {
     reducing_into_ = full_gradient_;
-    pending_reduction_ = group_.all_reduce_async(reducing_into_, gradient_reduction_);
+    pending_reduction_ = reduction_group_->all_reduce_async(reducing_into_, gradient_reduction_);
   }
   counters_.reduce_scattered_bytes += gradient_bytes();
   ++counters_.reduce_scatters;

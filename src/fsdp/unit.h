@@ -97,6 +97,9 @@ class Unit {
   void start_reduction();
   void finish_reduction();
   void reduce_gradients();
+  // The group the gradient reductions go to (default: the unit's group). On NCCL, FSDP
+  // gives them a duplicate, so that they have a stream of their own.
+  void set_reduction_group(dist::ProcessGroup& group) { reduction_group_ = &group; }
   void drop_unsharded_gradient();
   void reset_gradient_count() { gradients_received_ = 0; }
 
@@ -137,6 +140,7 @@ class Unit {
   nn::Module& module_;
   std::vector<ParameterRef> parameters_;
   dist::ProcessGroup& group_;
+  dist::ProcessGroup* reduction_group_ = &group_;
   ShardingStrategy strategy_;
   dist::ReduceOp gradient_reduction_;
   bool is_root_;

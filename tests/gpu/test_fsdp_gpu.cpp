@@ -118,6 +118,24 @@ TEST_CASE("fsdp on cuda with NCCL at one rank follows the CPU run") {
   check_close(plain, cpu, 1e-4, 1e-4, "NCCL FSDP (SHARD_GRAD_OP, no prefetch) vs CPU");
 }
 
+TEST_CASE("fsdp on cuda with NCCL: gradient reductions have a group (and stream) of their own") {
+  if (!gpu_test::cuda_target()) return;
+  auto group = nccl_group();
+  if (!group) return;
+  mnist::Net model;
+  model.reset_parameters(kSeed);
+  model.to(ts::Device::cuda(0));
+  fsdp::fully_shard(model, group);
+  const uint64_t before = group->next_sequence();
+  ts::Generator gen(kSeed);
+  Tensor images = ts::randn({kBatch, 1, 28, 28}, gen).to(ts::Device::cuda(0));
+  ts::nll_loss(model(images), ts::randint(0, 10, {kBatch}, gen).to(ts::Device::cuda(0))).backward();
+  const fsdp::MemoryReport report = fsdp::memory_report(model);
+  CHECK(report.reduce_scatters > 0);
+  // The user's group carried the all-gathers only: a prefetched gather never waits behind a reduction.
+  CHECK(group->next_sequence() - before == static_cast<uint64_t>(report.all_gathers));
+}
+
 TEST_CASE("fsdp on cuda over the single-rank group follows the CPU run, and keeps nothing on the host") {
   if (!gpu_test::cuda_target()) return;
   Trained cpu = train(ts::Device::cpu(), nullptr);

@@ -10,7 +10,11 @@
 #include "test_support.h"
 
 #if TESSERA_HAS_CUDA
+#include <tessera/tensor/cuda/check.h>
+#include <tessera/tensor/cuda/cuda_allocator.h>
 #include <tessera/tensor/cuda/stream.h>
+
+#include <future>
 #endif
 
 namespace ts = tessera;
@@ -205,13 +209,39 @@ TEST_CASE("Module::to moves parameters and gradients in place") {
 }
 
 TEST_CASE("an out-of-range target is the CPU's IndexError on the device too") {
+  // On the device the kernel reports it and the next host wait (here item()) throws it, so
+  // that the forward never waits for the device; on the CPU nll_loss throws at once.
   Tensor log_probs = ts::zeros({2, 3}, {.device = gpu_test::target()});
-  Tensor targets = ts::tensor<int64_t>({0, 7}).to(gpu_test::target());
-  std::string message = error_of([&] { ts::nll_loss(log_probs, targets); });
+  Tensor targets = ts::tensor<int64_t>({0, 7, 9}).to(gpu_test::target()).narrow(0, 0, 2);
+  std::string message = error_of([&] { ts::nll_loss(log_probs, targets).item<float>(); });
   CHECK(contains(message, "nll_loss: target 7 at position 1 is out of range for 3 classes"));
-  CHECK_THROWS_AS(ts::nll_loss(log_probs, targets), ts::IndexError);
+  CHECK_THROWS_AS(ts::nll_loss(log_probs, targets).item<float>(), ts::IndexError);
+  // The first bad row is the one reported, as on the CPU, and it is reported once.
+  Tensor several = ts::tensor<int64_t>({5, 1, -2, 8}).to(gpu_test::target());
+  CHECK(contains(error_of([&] { ts::nll_loss(ts::zeros({4, 3}, {.device = gpu_test::target()}), several).item<float>(); }),
+                 "target 5 at position 0 is out of range"));
   // The device is still usable afterwards.
   CHECK(ts::nll_loss(log_probs, ts::tensor<int64_t>({0, 2}).to(gpu_test::target())).item<float>() == 0.0f);
+}
+
+TEST_CASE("an embedding index out of range is the CPU's IndexError on the device too, forward and backward") {
+  // Reported by the check kernel and thrown by the next host wait, with the CPU's message;
+  // the first bad position across the launch's blocks (70000 indices: many blocks).
+  const ts::Device device = gpu_test::target();
+  Tensor weight = ts::zeros({5, 3}, {.device = device});
+  std::vector<int64_t> values(70000, 1);
+  values[60001] = 9;
+  values[65000] = -1;
+  Tensor indices = ts::tensor<int64_t>(values).view({7, 10000}).to(device);
+  const std::string message = error_of([&] { ts::native::embedding(weight, indices).sum().item<float>(); });
+  CHECK(contains(message, "embedding: index 9 at position 60001 of indices [7, 10000] is out of range for 5 embeddings"));
+  CHECK_THROWS_AS(ts::native::embedding(weight, indices).sum().item<float>(), ts::IndexError);
+  Tensor grad = ts::ones({7, 10000, 3}, {.device = device});
+  CHECK(contains(error_of([&] { ts::native::embedding_backward(grad, indices, 5, -1, false).sum().item<float>(); }),
+                 "embedding_backward: index 9 at position 60001"));
+  // Nothing out of range was touched, and the device goes on.
+  Tensor good = ts::tensor<int64_t>({0, 4, 2}).to(device);
+  CHECK(ts::native::embedding(weight, good).sum().item<float>() == 0.0f);
 }
 
 TEST_CASE("mixing devices is a DeviceError naming both") {
@@ -229,6 +259,80 @@ TEST_CASE("mixing devices is a DeviceError naming both") {
 }
 
 #if TESSERA_HAS_CUDA
+
+TEST_CASE("a training step waits on the host only to read its loss") {
+  if (!gpu_test::cuda_target()) return;
+  const ts::Device device = ts::Device::cuda(0);
+  SmallNet net(device);
+  std::vector<int64_t> classes(16);
+  for (int64_t i = 0; i < 16; ++i) classes[i] = i % 10;
+  Tensor host_images = random_of(DType::f32, {16, 1, 28, 28}, 3).mul_(0.01);
+  Tensor host_targets = ts::tensor<int64_t>(classes);
+  auto step = [&](bool read_loss) {
+    Tensor images = host_images.to(device);  // copies from the host never wait for the device
+    Tensor targets = host_targets.to(device);
+    Tensor loss = net.loss(images, targets);  // nll_loss's target check does not wait either
+    loss.backward();
+    for (Tensor* p : {&net.conv_w, &net.conv_b, &net.fc_w, &net.fc_b}) {
+      ts::NoGradGuard no_grad;
+      p->sub_(p->grad(), 0.01);
+      p->grad().zero_();
+    }
+    if (read_loss) loss.item<float>();
+  };
+  for (int i = 0; i < 3; ++i) step(true);  // warm-up (cuDNN's first runs, the caches)
+  ts::cuda::synchronize();
+  const int64_t before = ts::cuda::host_waits();
+  for (int i = 0; i < 4; ++i) step(false);
+  CHECK(ts::cuda::host_waits() == before);
+  step(true);
+  CHECK(ts::cuda::host_waits() == before + 1);
+}
+
+TEST_CASE("the caching allocator splits and merges blocks, so changing sizes reuse memory") {
+  if (!gpu_test::cuda_target()) return;
+  const ts::Device device = ts::Device::cuda(0);
+  ts::cuda::empty_cache(0);  // what earlier tests left cached must not serve these requests
+  { Tensor warm = ts::empty({6 << 20}, {.dtype = DType::u8, .device = device}); }  // one 20 MiB segment is cached
+  const ts::cuda::CachingAllocatorStats before = ts::cuda::caching_allocator_stats(0);
+  {
+    Tensor a = ts::empty({3 << 20}, {.dtype = DType::u8, .device = device});  // both from the cached segment
+    Tensor b = ts::empty({5 << 20}, {.dtype = DType::u8, .device = device});
+  }
+  {
+    Tensor c = ts::empty({7 << 20}, {.dtype = DType::u8, .device = device});  // the freed blocks merged
+  }
+  CHECK(ts::cuda::caching_allocator_stats(0).device_mallocs == before.device_mallocs);
+}
+
+TEST_CASE("memory recorded as used by another stream is reused only once that stream is done") {
+  if (!gpu_test::cuda_target()) return;
+  const ts::Device device = ts::Device::cuda(0);
+  ts::cuda::Stream side(0);
+  // The side stream is held by a host function until the test lets it go: no timing involved.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto* hold = new std::shared_future<void>(released);
+  TS_CUDA_CHECK(cudaLaunchHostFunc(
+      side.handle(), [](void* future) { static_cast<std::shared_future<void>*>(future)->wait(); delete static_cast<std::shared_future<void>*>(future); },
+      hold));
+  // 43 MiB: a segment of its own, after the cache was emptied, so which block serves which
+  // request is known.
+  ts::cuda::empty_cache(0);
+  constexpr int64_t kBytes = int64_t{43} << 20;
+  void* first = nullptr;
+  {
+    Tensor used = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});
+    first = used.data_ptr();
+    ts::cuda::record_stream(used, side.handle());
+  }
+  Tensor next = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});
+  CHECK(next.data_ptr() != first);  // still in use on the side stream
+  release.set_value();
+  side.synchronize();
+  Tensor again = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});
+  CHECK(again.data_ptr() == first);  // the side stream is done: the block is free again
+}
 
 TEST_CASE("the runtime reports the device and orders work with events") {
   if (!gpu_test::cuda_target()) return;

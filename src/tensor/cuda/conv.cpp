@@ -3,10 +3,19 @@
 // The shapes come from kernel_shapes.h (conv_geometry), as on the CPU; cuDNN only does
 // the arithmetic. For each (device, dtype, input shape, weight shape, options, TF32) key
 // the descriptors are built once and cached, and each direction's algorithm is chosen
-// once, on first use, from cuDNN's heuristics (cudnnGet*Algorithm_v7, as PyTorch does
-// when cudnn.benchmark is off): the first one that succeeds for this problem, allowed by
-// the TF32 policy, and whose workspace size cuDNN can state. Workspaces come from the
-// caching allocator, so a steady training step allocates nothing new.
+// once, on first use: cuDNN's heuristics rank the candidates (cudnnGet*Algorithm_v7, as
+// PyTorch does when cudnn.benchmark is off), those the TF32 policy forbids are dropped,
+// and the rest are run in rank order until one succeeds (first_that_runs.h): one that
+// returns NOT_SUPPORTED, or whose workspace does not fit, gives way to the next. The one
+// that ran is cached. Workspaces come from the caching allocator, so a steady training
+// step allocates nothing new.
+//
+// Bias: a broadcast add after the convolution. cuDNN's fused
+// cudnnConvolutionBiasActivationForward takes an identity activation with the
+// implicit-precomputed-GEMM algorithm only (rarely the one chosen under the FMA-only
+// policy), reads its z operand even when its scale is 0 as far as its documentation says
+// (the output would have to be cleared first, costing what the fusion saves), and a ReLU
+// cannot be fused in eager mode (the convolution does not know one follows).
 //
 // Precision: float32 descriptors use CUDNN_FMA_MATH (no TF32) unless set_allow_tf32(true);
 // float64 runs in float64; bfloat16 data accumulates in float32.
@@ -24,7 +33,10 @@
 #include <optional>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/first_that_runs.h"
 #include "tessera/tensor/cuda/handles.h"
 
 namespace tessera::cuda {
@@ -141,37 +153,67 @@ bool uses_tensor_cores(cudnnMathType_t math) {
   return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
-// The first of cuDNN's ranked candidates that it reports as working for this problem,
-// that the TF32 policy allows, and whose workspace size it can state.
-template <class Algo, class Perf, class GetCandidates, class WorkspaceSize>
-AlgorithmChoice<Algo> choose_algorithm(ConvPlan& plan, bool fma_only, int max_candidates,
-                                       GetCandidates get_candidates, WorkspaceSize workspace_size, const char* op,
-                                       const ConvGeometry& g) {
-  // Ask with the policy's math type, not whatever the previous direction left set.
-  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
-  std::vector<Perf> candidates(static_cast<size_t>(std::max(max_candidates, 1)));
-  int returned = 0;
-  get_candidates(static_cast<int>(candidates.size()), &returned, candidates.data());
-  for (int i = 0; i < returned; ++i) {
-    const Perf& perf = candidates[i];
-    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
-    if (fma_only && uses_tensor_cores(perf.mathType)) continue;
-    const cudnnMathType_t math = fma_only ? CUDNN_FMA_MATH : perf.mathType;
-    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, math));
-    size_t bytes = 0;
-    if (workspace_size(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-    return {perf.algo, math, bytes};
-  }
-  throw CudaError(detail::concat(op, ": cuDNN offers no usable algorithm for input [", g.batch, ", ", g.channels,
-                                 ", ", g.height, ", ", g.width, "] and weight [", g.out_channels, ", ", g.channels,
-                                 ", ", g.kernel_h, ", ", g.kernel_w, "] (", returned, " candidates)"));
-}
-
 Tensor workspace(size_t bytes, Device device) {
   return bytes == 0 ? Tensor() : empty({static_cast<int64_t>(bytes)}, DType::u8, device);
 }
 
 void* data_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+std::string problem_str(const ConvGeometry& g) {
+  return detail::concat("input [", g.batch, ", ", g.channels, ", ", g.height, ", ", g.width, "] and weight [",
+                        g.out_channels, ", ", g.channels, ", ", g.kernel_h, ", ", g.kernel_w, "]");
+}
+
+// Runs one direction of `plan` with its cached algorithm or, on first use, with the first
+// of cuDNN's ranked candidates that runs (and caches that one). `ranked(requested,
+// returned, results)` asks the heuristics; `workspace_size(algorithm, bytes)` and
+// `execute(algorithm, workspace, bytes)` return cuDNN's status.
+template <class Algo, class Perf, class Ranked, class WorkspaceSize, class Execute>
+void run_direction(ConvPlan& plan, std::optional<AlgorithmChoice<Algo>>& choice, int max_candidates, bool fma_only,
+                   Device device, Ranked ranked, WorkspaceSize workspace_size, Execute execute, const char* op,
+                   const ConvGeometry& g) {
+  if (choice) {
+    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, choice->math));
+    Tensor scratch = workspace(choice->workspace_bytes, device);
+    TS_CUDNN_CHECK(execute(choice->algorithm, data_or_null(scratch), choice->workspace_bytes));
+    return;
+  }
+  // Ask with the policy's math type, not whatever the previous direction left set.
+  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  std::vector<Perf> results(static_cast<size_t>(std::max(max_candidates, 1)));
+  int returned = 0;
+  ranked(static_cast<int>(results.size()), &returned, results.data());
+  std::vector<AlgorithmChoice<Algo>> candidates;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& perf = results[static_cast<size_t>(i)];
+    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
+    if (fma_only && uses_tensor_cores(perf.mathType)) continue;
+    candidates.push_back({perf.algo, fma_only ? CUDNN_FMA_MATH : perf.mathType, 0});
+  }
+  std::string report;
+  const int ran = first_that_runs(candidates, [&](AlgorithmChoice<Algo>& candidate) -> std::string {
+    const std::string name = detail::concat("algorithm ", static_cast<int>(candidate.algorithm));
+    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, candidate.math));
+    cudnnStatus_t status = workspace_size(candidate.algorithm, &candidate.workspace_bytes);
+    if (status != CUDNN_STATUS_SUCCESS) return detail::concat(name, ": no workspace size (", cudnnGetErrorString(status), ")");
+    Tensor scratch;
+    try {
+      scratch = workspace(candidate.workspace_bytes, device);
+    } catch (const CudaError&) {
+      return detail::concat(name, ": its ", candidate.workspace_bytes, "-byte workspace does not fit on ", device.str());
+    }
+    status = execute(candidate.algorithm, data_or_null(scratch), candidate.workspace_bytes);
+    if (status != CUDNN_STATUS_SUCCESS) {
+      cudaGetLastError();  // a refused launch leaves nothing sticky; clear what it may have set
+      return detail::concat(name, ": ", cudnnGetErrorString(status));
+    }
+    return "";
+  }, report);
+  TS_CHECK(ran >= 0, CudaError, op, ": no cuDNN algorithm runs for ", problem_str(g), " (", returned,
+           " ranked by the heuristics, ", candidates.size(), " allowed by the TF32 policy",
+           report.empty() ? std::string() : ": " + report, ")");
+  choice = candidates[static_cast<size_t>(ran)];
+}
 
 void check_sizes(const ConvGeometry& g, const char* op) {
   check_element_count({g.batch, g.channels, g.height, g.width}, op);
@@ -200,30 +242,26 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
     const bool tf32 = allow_tf32();
     CudnnLease cudnn = cudnn_handle(device.index);
     ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d");
-    const bool fma_only = dtype == DType::f32 && !tf32;
-    if (!plan.forward) {
-      int max_candidates = 0;
-      TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn.handle, &max_candidates));
-      plan.forward = choose_algorithm<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t>(
-          plan, fma_only, max_candidates,
-          [&](int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
-            TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn.handle, plan.input, plan.weight,
-                                                                  plan.convolution, plan.output, requested, returned,
-                                                                  results));
-          },
-          [&](cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
-            return cudnnGetConvolutionForwardWorkspaceSize(cudnn.handle, plan.input, plan.weight, plan.convolution,
-                                                           plan.output, algorithm, bytes);
-          },
-          "conv2d", g);
-    }
-    TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.forward->math));
-    Tensor scratch = workspace(plan.forward->workspace_bytes, device);
+    int max_candidates = 0;
+    if (!plan.forward) TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn.handle, &max_candidates));
     const CudnnScalars scalars{.use_double = types.double_scalars};
-    TS_CUDNN_CHECK(cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
-                                           weight.data_ptr(), plan.convolution, plan.forward->algorithm,
-                                           data_or_null(scratch), plan.forward->workspace_bytes, scalars.beta(),
-                                           plan.output, out.data_ptr()));
+    run_direction<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t>(
+        plan, plan.forward, max_candidates, dtype == DType::f32 && !tf32, device,
+        [&](int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
+          TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn.handle, plan.input, plan.weight,
+                                                                plan.convolution, plan.output, requested, returned,
+                                                                results));
+        },
+        [&](cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(cudnn.handle, plan.input, plan.weight, plan.convolution,
+                                                         plan.output, algorithm, bytes);
+        },
+        [&](cudnnConvolutionFwdAlgo_t algorithm, void* scratch, size_t bytes) {
+          return cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
+                                         weight.data_ptr(), plan.convolution, algorithm, scratch, bytes,
+                                         scalars.beta(), plan.output, out.data_ptr());
+        },
+        "conv2d", g);
   }
   if (bias.defined()) cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
   return out;
@@ -249,31 +287,26 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
   const bool tf32 = allow_tf32();
   CudnnLease cudnn = cudnn_handle(device.index);
   ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_input");
-  const bool fma_only = dtype == DType::f32 && !tf32;
-  if (!plan.backward_data) {
-    int max_candidates = 0;
-    TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn.handle, &max_candidates));
-    plan.backward_data = choose_algorithm<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t>(
-        plan, fma_only, max_candidates,
-        [&](int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-          TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn.handle, plan.weight, plan.output,
-                                                                     plan.convolution, plan.input, requested,
-                                                                     returned, results));
-        },
-        [&](cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn.handle, plan.weight, plan.output,
-                                                              plan.convolution, plan.input, algorithm, bytes);
-        },
-        "conv2d_backward_input", g);
-  }
-  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_data->math));
-  Tensor scratch = workspace(plan.backward_data->workspace_bytes, device);
+  int max_candidates = 0;
+  if (!plan.backward_data) TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn.handle, &max_candidates));
   const CudnnScalars scalars{.use_double = types.double_scalars};
-  TS_CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn.handle, scalars.alpha(), plan.weight, weight.data_ptr(),
-                                              plan.output, grad_output.data_ptr(), plan.convolution,
-                                              plan.backward_data->algorithm, data_or_null(scratch),
-                                              plan.backward_data->workspace_bytes, scalars.beta(), plan.input,
-                                              grad_input.data_ptr()));
+  run_direction<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t>(
+      plan, plan.backward_data, max_candidates, dtype == DType::f32 && !tf32, device,
+      [&](int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+        TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn.handle, plan.weight, plan.output,
+                                                                   plan.convolution, plan.input, requested, returned,
+                                                                   results));
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn.handle, plan.weight, plan.output, plan.convolution,
+                                                            plan.input, algorithm, bytes);
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t algorithm, void* scratch, size_t bytes) {
+        return cudnnConvolutionBackwardData(cudnn.handle, scalars.alpha(), plan.weight, weight.data_ptr(), plan.output,
+                                            grad_output.data_ptr(), plan.convolution, algorithm, scratch, bytes,
+                                            scalars.beta(), plan.input, grad_input.data_ptr());
+      },
+      "conv2d_backward_input", g);
   return grad_input;
 }
 
@@ -297,31 +330,28 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   const bool tf32 = allow_tf32();
   CudnnLease cudnn = cudnn_handle(device.index);
   ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_weight");
-  const bool fma_only = dtype == DType::f32 && !tf32;
+  int max_candidates = 0;
   if (!plan.backward_filter) {
-    int max_candidates = 0;
     TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn.handle, &max_candidates));
-    plan.backward_filter = choose_algorithm<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t>(
-        plan, fma_only, max_candidates,
-        [&](int requested, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-          TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn.handle, plan.input, plan.output,
-                                                                       plan.convolution, plan.weight, requested,
-                                                                       returned, results));
-        },
-        [&](cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn.handle, plan.input, plan.output,
-                                                                plan.convolution, plan.weight, algorithm, bytes);
-        },
-        "conv2d_backward_weight", g);
   }
-  TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, plan.backward_filter->math));
-  Tensor scratch = workspace(plan.backward_filter->workspace_bytes, device);
   const CudnnScalars scalars{.use_double = types.double_scalars};
-  TS_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(),
-                                                plan.output, grad_output.data_ptr(), plan.convolution,
-                                                plan.backward_filter->algorithm, data_or_null(scratch),
-                                                plan.backward_filter->workspace_bytes, scalars.beta(), plan.weight,
-                                                grad_weight.data_ptr()));
+  run_direction<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t>(
+      plan, plan.backward_filter, max_candidates, dtype == DType::f32 && !tf32, device,
+      [&](int requested, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+        TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn.handle, plan.input, plan.output,
+                                                                     plan.convolution, plan.weight, requested,
+                                                                     returned, results));
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn.handle, plan.input, plan.output,
+                                                              plan.convolution, plan.weight, algorithm, bytes);
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t algorithm, void* scratch, size_t bytes) {
+        return cudnnConvolutionBackwardFilter(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(),
+                                              plan.output, grad_output.data_ptr(), plan.convolution, algorithm,
+                                              scratch, bytes, scalars.beta(), plan.weight, grad_weight.data_ptr());
+      },
+      "conv2d_backward_weight", g);
   return grad_weight;
 }
 

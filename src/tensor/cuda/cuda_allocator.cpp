@@ -1,12 +1,10 @@
 #include "tessera/tensor/cuda/cuda_allocator.h"
 
-#include <cuda_runtime_api.h>
-
 #include <map>
 #include <memory>
 #include <mutex>
-#include <vector>
 
+#include "tessera/tensor/cuda/block_pool.h"
 #include "tessera/tensor/cuda/cuda_runtime.h"
 #include "tessera/tensor/cuda/stream.h"
 
@@ -14,21 +12,90 @@ namespace tessera::cuda {
 
 namespace {
 
-// Sizes are rounded up to 512 bytes so that near-equal requests share blocks (and every
-// block is aligned for vector loads).
-constexpr size_t kRounding = 512;
+// A freed block's use by another stream: an event recorded on that stream at the free.
+// Nothing here throws (frees run in destructors): if the event cannot be had, the free
+// waits for the stream instead, and a device fault counts as done (it surfaces at the
+// next checked call).
+class StreamUse final : public PendingUse {
+ public:
+  StreamUse(int device, cudaStream_t stream) {
+    try {
+      event_ = std::make_unique<Event>(device);
+      event_->record(stream);
+    } catch (...) {
+      event_.reset();
+      cudaStreamSynchronize(stream);
+      cudaGetLastError();
+    }
+  }
+  bool done() override {
+    if (!event_) return true;
+    const cudaError_t status = cudaEventQuery(event_->handle());
+    if (status == cudaSuccess) return true;
+    cudaGetLastError();
+    return status != cudaErrorNotReady;
+  }
+  void wait() override {
+    if (event_ && cudaEventSynchronize(event_->handle()) != cudaSuccess) cudaGetLastError();
+  }
 
-size_t rounded_size(size_t nbytes) { return (nbytes + kRounding - 1) / kRounding * kRounding; }
+ private:
+  std::unique_ptr<Event> event_;
+};
+
+// Segments from cudaMalloc; null when the device is out of memory.
+class DeviceMemory final : public MemorySource {
+ public:
+  explicit DeviceMemory(int device) : device_(device) {}
+
+  void* allocate_segment(size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* data = nullptr;
+    const cudaError_t status = cudaMalloc(&data, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // out of memory is an answer here; the pool makes room and retries
+      return nullptr;
+    }
+    TS_CUDA_CHECK(status);
+    return data;
+  }
+
+  void free_segment(void* segment, size_t) override {
+    DeviceGuard guard(device_);
+    // cudaFree waits for the device: nothing queued can still use the segment. A fault
+    // from an earlier kernel surfaces at the next checked call instead of here.
+    if (cudaFree(segment) != cudaSuccess) cudaGetLastError();
+  }
+
+  std::unique_ptr<PendingUse> pending_use(void* stream) override {
+    return stream_use(device_, static_cast<cudaStream_t>(stream));
+  }
+
+ private:
+  int device_;
+};
 
 class CachingAllocator final : public Allocator {
  public:
-  explicit CachingAllocator(int device) : device_(device) {}
+  explicit CachingAllocator(int device) : device_(device), memory_(device), pool_(memory_) {}
 
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
-    const size_t rounded = rounded_size(nbytes);
-    void* data = take_cached(rounded);
-    if (data == nullptr) data = allocate_from_driver(nbytes, rounded);
+    void* data = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      data = pool_.allocate(nbytes);
+      sync_cached_counter();
+    }
+    if (data == nullptr) {
+      const MemoryStats in_use = stats();
+      const CachingAllocatorStats held = figures();
+      throw CudaError(detail::concat("cudaMalloc of ", BlockPool::segment_size_for(BlockPool::rounded(nbytes)),
+                                     " bytes (for a ", nbytes, "-byte tensor) on cuda:", device_,
+                                     " failed: out of memory; ", in_use.current_bytes,
+                                     " bytes are in use by tensors, ", held.reserved_bytes,
+                                     " reserved by the caching allocator"));
+    }
     record_allocation(nbytes);
     return data;
   }
@@ -36,72 +103,42 @@ class CachingAllocator final : public Allocator {
   void deallocate(void* data, size_t nbytes) override {
     if (data == nullptr) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    free_blocks_[rounded_size(nbytes)].push_back(data);
-    cached_bytes_ += static_cast<int64_t>(rounded_size(nbytes));
+    pool_.deallocate(data);
+    sync_cached_counter();
     record_deallocation(nbytes);
   }
 
-  void release_cached() {
+  void release_cached() override {
     DeviceGuard guard(device_);
-    // A cached block may still be read by queued kernels: let them finish first.
-    TS_CUDA_CHECK(cudaStreamSynchronize(compute_stream(device_)));
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [size, blocks] : free_blocks_) {
-      for (void* block : blocks) {
-        TS_CUDA_CHECK(cudaFree(block));
-        ++figures_.device_frees;
-        figures_.reserved_bytes -= static_cast<int64_t>(size);
-      }
-      blocks.clear();
-    }
-    cached_bytes_ = 0;
+    pool_.release_free_segments(/*wait_pending=*/true);
+    sync_cached_counter();
+  }
+
+  void record_use(void* data, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pool_.record_use(data, stream);
   }
 
   CachingAllocatorStats figures() {
     std::lock_guard<std::mutex> lock(mutex_);
-    CachingAllocatorStats result = figures_;
-    result.cached_bytes = cached_bytes_;
-    return result;
+    const BlockPoolFigures& pool = pool_.figures();
+    return {pool.segment_allocations, pool.segment_frees, pool.cached_bytes, pool.reserved_bytes};
   }
 
  private:
-  void* take_cached(size_t rounded) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_blocks_.find(rounded);
-    if (it == free_blocks_.end() || it->second.empty()) return nullptr;
-    void* data = it->second.back();
-    it->second.pop_back();
-    cached_bytes_ -= static_cast<int64_t>(rounded);
-    return data;
-  }
-
-  void* allocate_from_driver(size_t nbytes, size_t rounded) {
-    DeviceGuard guard(device_);
-    void* data = nullptr;
-    cudaError_t status = cudaMalloc(&data, rounded);
-    if (status == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it, give the cache back to the driver and try once more
-      release_cached();
-      status = cudaMalloc(&data, rounded);
-    }
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      MemoryStats in_use = stats();
-      throw CudaError(detail::concat("cudaMalloc of ", rounded, " bytes (for a ", nbytes, "-byte tensor) on cuda:",
-                                     device_, " failed: ", cudaGetErrorString(status), "; ", in_use.current_bytes,
-                                     " bytes are in use by tensors"));
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++figures_.device_mallocs;
-    figures_.reserved_bytes += static_cast<int64_t>(rounded);
-    return data;
+  // memory_stats(cuda:i).cached_bytes follows the pool's.
+  void sync_cached_counter() {
+    const int64_t now = pool_.figures().cached_bytes;
+    record_cached(now - reported_cached_);
+    reported_cached_ = now;
   }
 
   int device_;
   std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_blocks_;
-  int64_t cached_bytes_ = 0;
-  CachingAllocatorStats figures_;
+  DeviceMemory memory_;
+  BlockPool pool_;
+  int64_t reported_cached_ = 0;
 };
 
 CachingAllocator& allocator_of(int device_index) {
@@ -121,8 +158,20 @@ CachingAllocator& allocator_of(int device_index) {
 
 Allocator& caching_allocator(int device_index) { return allocator_of(device_index); }
 
+std::unique_ptr<PendingUse> stream_use(int device, cudaStream_t stream) {
+  return std::make_unique<StreamUse>(device, stream);
+}
+
 CachingAllocatorStats caching_allocator_figures(int device_index) { return allocator_of(device_index).figures(); }
 
 void release_cached_blocks(int device_index) { allocator_of(device_index).release_cached(); }
+
+void record_stream(const Tensor& tensor, cudaStream_t stream) {
+  TS_CHECK(tensor.defined() && tensor.is_cuda(), DeviceError, "record_stream: expected a CUDA tensor, got ",
+           tensor.defined() ? tensor.device().str() : std::string("an undefined tensor"));
+  void* base = tensor.storage()->data();
+  if (base == nullptr) return;  // no bytes (empty, or an FSDP buffer released)
+  allocator_of(tensor.device().index).record_use(base, stream);
+}
 
 }  // namespace tessera::cuda

@@ -12,8 +12,10 @@
 namespace tessera::cuda {
 
 // Makes `device` current for this host thread for the guard's lifetime, then restores
-// the previous one. Every entry point that touches a device holds one, so a program
-// with tensors on several GPUs never issues work against the wrong one.
+// the previous one if that device has a context (a thread that never used another device
+// is left on this one, so no context is ever created on a GPU the program does not use).
+// Every entry point that touches a device holds one, so a program with tensors on several
+// GPUs never issues work against the wrong one.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
@@ -26,6 +28,9 @@ class DeviceGuard {
   int previous_ = -1;
   int current_ = -1;
 };
+
+// True when `device`'s primary context exists (some thread has used the device).
+bool has_primary_context(int device);
 
 // Throws DeviceError unless `device` names a visible device.
 void check_device_index(int device);

@@ -108,6 +108,32 @@ struct ComparisonFunctor {
   __device__ bool operator()(T a, T b) const { return apply_comparison(op, load(a), load(b)); }
 };
 
+// A Python-number operand rides in the functor (rounded to T on the host, as the CPU's
+// 0-d tensor is): no device tensor is allocated and filled for it.
+template <class T>
+struct ScalarRightFunctor {  // op(x, scalar)
+  BinaryOp op;
+  T scalar;
+  __device__ T operator()(T x) const { return store<T>(apply_arithmetic(op, load(x), load(scalar))); }
+};
+
+template <class T>
+struct ScalarLeftFunctor {  // op(scalar, x)
+  BinaryOp op;
+  T scalar;
+  __device__ T operator()(T x) const { return store<T>(apply_arithmetic(op, load(scalar), load(x))); }
+};
+
+template <class T>
+struct ScalarComparisonFunctor {
+  BinaryOp op;
+  T scalar;
+  bool scalar_first;
+  __device__ bool operator()(T x) const {
+    return scalar_first ? apply_comparison(op, load(scalar), load(x)) : apply_comparison(op, load(x), load(scalar));
+  }
+};
+
 template <class T>
 struct AddScaledFunctor {
   Compute<T> scale;
@@ -139,6 +165,13 @@ void check_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_cuda(a, op_name(op));
 }
 
+// A tensor and a Python number: the number takes the tensor's dtype, so the rules are
+// those of two tensors of that dtype.
+void check_binary_with_scalar(BinaryOp op, const Tensor& tensor) {
+  check_defined(tensor, op_name(op));
+  check_binary(op, tensor, tensor);
+}
+
 }  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& self) {
@@ -168,17 +201,33 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, double b) {
-  check_defined(a, op_name(op));
-  check_cuda(a, op_name(op));
-  return cuda::binary(op, a, full({}, b, a.dtype(), a.device()));
+namespace {
+
+// op(tensor, scalar) or, with scalar_first, op(scalar, tensor), into a new tensor.
+Tensor binary_with_scalar(BinaryOp op, const Tensor& tensor, double scalar, bool scalar_first) {
+  check_binary_with_scalar(op, tensor);
+  DeviceGuard guard(tensor.device());
+  Tensor out = empty(tensor.sizes(), gives_bool(op) ? DType::boolean : tensor.dtype(), tensor.device());
+  device_dispatch_all(tensor.dtype(), [&]<class T>() {
+    const T value = device_value<T>(scalar);
+    if (gives_bool(op)) {
+      map_into<bool, T>(out, tensor, ScalarComparisonFunctor<T>{op, value, scalar_first});
+    } else if constexpr (!std::is_same_v<T, bool>) {  // arithmetic on bool: refused by the operand checks
+      if (scalar_first) {
+        map_into<T, T>(out, tensor, ScalarLeftFunctor<T>{op, value});
+      } else {
+        map_into<T, T>(out, tensor, ScalarRightFunctor<T>{op, value});
+      }
+    }
+  });
+  return out;
 }
 
-Tensor binary(BinaryOp op, double a, const Tensor& b) {
-  check_defined(b, op_name(op));
-  check_cuda(b, op_name(op));
-  return cuda::binary(op, full({}, a, b.dtype(), b.device()), b);
-}
+}  // namespace
+
+Tensor binary(BinaryOp op, const Tensor& a, double b) { return binary_with_scalar(op, a, b, false); }
+
+Tensor binary(BinaryOp op, double a, const Tensor& b) { return binary_with_scalar(op, b, a, true); }
 
 void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
@@ -191,9 +240,14 @@ void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
 }
 
 void binary_(BinaryOp op, Tensor& a, double b) {
-  check_defined(a, op_name(op));
-  check_cuda(a, op_name(op));
-  cuda::binary_(op, a, full({}, b, a.dtype(), a.device()));
+  check_binary_with_scalar(op, a);
+  TS_CHECK(!gives_bool(op), ValueError, op_name(op), "_: comparisons and logical ops have no in-place form");
+  DeviceGuard guard(a.device());
+  device_dispatch_all(a.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) {  // each element reads, then writes, its own
+      map_into<T, T>(a, a, ScalarRightFunctor<T>{op, device_value<T>(b)});
+    }
+  });
 }
 
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) {

@@ -3,6 +3,9 @@
 // small functor with a __device__ operator(); see launch.cuh for the loop shapes.
 #pragma once
 
+#include <cstring>
+
+#include "tessera/tensor/cpu/convert.h"
 #include "tessera/tensor/cuda/device_types.cuh"
 #include "tessera/tensor/cuda/launch.cuh"
 
@@ -45,6 +48,21 @@ struct ZipBody {
     out[offsets[0]] = op(a[offsets[1]], b[offsets[2]]);
   }
 };
+
+// `value` as the device type T, rounded on the host with the host's rules (what a 0-d
+// tensor filled with it would hold), for a scalar carried in a functor.
+template <class T>
+T device_value(double value) {
+  if constexpr (std::is_same_v<T, DeviceBFloat16>) {
+    const BFloat16 rounded = cpu::convert<BFloat16>(value);
+    T bits;
+    static_assert(sizeof bits == sizeof rounded);
+    std::memcpy(&bits, &rounded, sizeof bits);
+    return bits;
+  } else {
+    return cpu::convert<T>(value);
+  }
+}
 
 inline cudaStream_t stream_of(const Tensor& tensor) { return compute_stream(tensor.device().index); }
 

@@ -1,8 +1,9 @@
 // Embedding lookup, its deterministic backward, and max_norm renormalisation on CUDA.
 //
 // Forward: a gather, one thread per output element. An index out of range cannot throw on
-// the device: the kernel records the first such position and the host, after one small
-// device-to-host copy, throws the CPU's IndexError (as nll_loss does).
+// the device: the check kernel reports the first such position (device_errors.cuh), and
+// the next host wait on the device throws the CPU's IndexError, as for nll_loss; neither
+// the forward nor the backward waits for the device.
 // Backward: CUB's radix sort (stable) orders (index, position) pairs by index, so each
 // index's positions form a run in ascending position order. A block per sorted position
 // that starts a run sums the run's gradient rows column by column in that order, in
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/device_errors.cuh"
 #include "tessera/tensor/cuda/device_types.cuh"
 #include "tessera/tensor/cuda/launch.cuh"
 #include "tessera/tensor/cuda/kernels.h"
@@ -29,37 +31,37 @@ using namespace native;
 
 namespace {
 
-// first_bad starts at `count`; ends at the first position whose index is out of range.
+// Reports the first position whose index is out of range. The kernels after it run before
+// the host hears of it, so they never touch a row out of range (the forward writes zeros
+// there, the backward skips it): the step's results are void, but no memory is.
 __global__ void check_indices_kernel(const int64_t* index, int64_t count, int64_t num_embeddings,
-                                     unsigned long long* first_bad) {
+                                     FirstBadScratch* scratch, DeviceErrorRecord* errors, uint64_t context) {
   for (int64_t p = thread_index(); p < count; p += thread_count()) {
-    if (index[p] < 0 || index[p] >= num_embeddings) atomicMin(first_bad, static_cast<unsigned long long>(p));
+    if (index[p] < 0 || index[p] >= num_embeddings) note_bad_position(scratch, p);
   }
+  finish_bad_positions(scratch, [&](int64_t first) {
+    report_device_error(errors, DeviceErrorCode::embedding_index, index[first], first, num_embeddings, context);
+  });
 }
 
-// Throws the CPU's IndexError when an index is out of range (waits for the device).
+// The CPU's IndexError for an index out of range, thrown by the next host wait.
 void check_index_range(const Tensor& indices, int64_t num_embeddings, const char* op) {
   const int64_t count = indices.numel();
   if (count == 0) return;
-  Tensor first_bad = full({}, static_cast<double>(count), DType::i64, indices.device());
-  check_indices_kernel<<<blocks_for(count), kThreads, 0, compute_stream(indices.device().index)>>>(
-      static_cast<const int64_t*>(indices.data_ptr()), count, num_embeddings,
-      static_cast<unsigned long long*>(first_bad.data_ptr()));
+  const int device = indices.device().index;
+  const uint64_t context = register_error_context(device, {op, shape_str(indices.sizes())});
+  check_indices_kernel<<<blocks_for(count), kThreads, 0, compute_stream(device)>>>(
+      static_cast<const int64_t*>(indices.data_ptr()), count, num_embeddings, first_bad_scratch(device),
+      device_error_slot(device), context);
   TS_CUDA_CHECK_LAUNCH("check_indices_kernel");
-  const int64_t bad = first_bad.item<int64_t>();
-  if (bad < count) {
-    const int64_t value = view(indices, {-1}).to_vector<int64_t>()[static_cast<size_t>(bad)];
-    throw IndexError(detail::concat(op, ": index ", value, " at position ", bad, " of indices ",
-                                    shape_str(indices.sizes()), " is out of range for ", num_embeddings,
-                                    " embeddings (valid: 0 to ", num_embeddings - 1, ")"));
-  }
 }
 
 template <class T>
-__global__ void embedding_kernel(const T* weight, const int64_t* index, int64_t count, int64_t dim, T* out) {
+__global__ void embedding_kernel(const T* weight, const int64_t* index, int64_t count, int64_t dim,
+                                 int64_t num_embeddings, T* out) {
   for (int64_t e = thread_index(); e < count * dim; e += thread_count()) {
-    const int64_t r = e / dim, j = e % dim;
-    out[e] = weight[index[r] * dim + j];
+    const int64_t r = e / dim, j = e % dim, row = index[r];
+    out[e] = row >= 0 && row < num_embeddings ? weight[row * dim + j] : T{};
   }
 }
 
@@ -70,12 +72,13 @@ __device__ __forceinline__ double fused(double a, double b, double c) { return :
 // threads: columns.
 template <class T>
 __global__ void embedding_backward_kernel(const T* grad, const int64_t* sorted_index, const int64_t* sorted_position,
-                                          int64_t count, int64_t dim, int64_t padding_idx, bool scale_grad_by_freq,
-                                          T* grad_weight) {
+                                          int64_t count, int64_t dim, int64_t num_weights, int64_t padding_idx,
+                                          bool scale_grad_by_freq, T* grad_weight) {
   using Acc = Compute<T>;
   for (int64_t start = blockIdx.x; start < count; start += gridDim.x) {
     const int64_t row = sorted_index[start];
     if ((start > 0 && sorted_index[start - 1] == row) || row == padding_idx) continue;
+    if (row < 0 || row >= num_weights) continue;  // reported by the check; never written
     int64_t end = start + 1;
     while (end < count && sorted_index[end] == row) ++end;
     const Acc scale = static_cast<Acc>(1.0 / static_cast<double>(end - start));
@@ -142,7 +145,7 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
   device_dispatch_all(weight.dtype(), [&]<class T>() {
     embedding_kernel<T><<<blocks_for(count * dim), kThreads, 0, compute_stream(weight.device().index)>>>(
         static_cast<const T*>(weight.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()), count, dim,
-        static_cast<T*>(output.data_ptr()));
+        weight.size(0), static_cast<T*>(output.data_ptr()));
     TS_CUDA_CHECK_LAUNCH("embedding_kernel");
   });
   return output;
@@ -191,7 +194,7 @@ Tensor embedding_backward(const Tensor& grad_output_in, const Tensor& indices_in
                     static_cast<unsigned>(std::min<int64_t>((layout.dim + kThreads - 1) / kThreads, kMaxBlocks)));
     embedding_backward_kernel<T><<<grid, kThreads, 0, stream>>>(
         static_cast<const T*>(grad_output.data_ptr()), static_cast<const int64_t*>(sorted_index.data_ptr()),
-        static_cast<const int64_t*>(sorted_position.data_ptr()), layout.rows, layout.dim, padding_idx,
+        static_cast<const int64_t*>(sorted_position.data_ptr()), layout.rows, layout.dim, num_weights, padding_idx,
         scale_grad_by_freq, static_cast<T*>(grad_weight.data_ptr()));
     TS_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
   });
@@ -204,6 +207,7 @@ void embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, d
   DeviceGuard guard(weight.device());
   if (indices.numel() == 0 || weight.size(1) == 0) return;
   check_index_range(contiguous(indices), weight.size(0), "embedding_renorm_");
+  // Waits for the device, so a bad index reported just above is thrown here, before any row is touched.
   std::vector<int64_t> rows = view(contiguous(indices), {-1}).to_vector<int64_t>();
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());

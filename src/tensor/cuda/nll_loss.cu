@@ -4,12 +4,15 @@
 // Forward: one block walks the positions (a batch has thousands at most), each thread
 // accumulating its rows' terms and weights in double, then the block sums them in a
 // fixed order, so the result is reproducible and as precise as the CPU's. A target
-// outside [0, classes) (other than ignore_index) cannot throw on the device: the kernel
-// records the first such row and the host, after waiting for it, throws the CPU's
-// IndexError. That wait is one small device-to-host copy per forward call.
+// outside [0, classes) (other than ignore_index) cannot throw on the device: the block
+// finds the first such position and reports it (device_errors.cuh), and the next host
+// wait on the device (reading the loss, say) throws the CPU's IndexError with the CPU's
+// message. The forward itself never waits for the device.
 // Backward: one thread per row writes its one non-zero gradient; rows the forward would
 // have rejected are skipped, never written out of bounds.
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/device_errors.cuh"
+#include "tessera/tensor/cuda/device_errors.h"
 #include "tessera/tensor/cuda/device_types.cuh"
 #include "tessera/tensor/cuda/launch.cuh"
 #include "tessera/tensor/cuda/kernels.h"
@@ -21,18 +24,21 @@ using namespace native;
 
 namespace {
 
-// Launched with one block of kThreads threads. first_bad_row starts at `rows`.
+// Launched with one block of kThreads threads.
 template <class T>
 __global__ void nll_loss_kernel(const T* log_probs, const int64_t* target, const T* weight, int64_t rows,
                                 int64_t classes, int64_t inner, int64_t ignore_index, Reduction reduction, T* loss,
-                                T* total_weight, unsigned long long* first_bad_row) {
+                                T* total_weight, DeviceErrorRecord* errors) {
+  __shared__ unsigned long long first_bad_row;
+  if (threadIdx.x == 0) first_bad_row = static_cast<unsigned long long>(rows);
+  __syncthreads();
   double total = 0, weight_sum = 0;
   for (int64_t n = threadIdx.x; n < rows; n += blockDim.x) {
     const int64_t cls = target[n];
     double term = 0, row_weight = 0;
     if (cls != ignore_index) {
       if (cls < 0 || cls >= classes) {
-        atomicMin(first_bad_row, static_cast<unsigned long long>(n));
+        atomicMin(&first_bad_row, static_cast<unsigned long long>(n));
       } else {
         row_weight = weight != nullptr ? static_cast<double>(weight[cls]) : 1.0;
         term = -static_cast<double>(log_probs[((n / inner) * classes + cls) * inner + n % inner]) * row_weight;
@@ -42,8 +48,12 @@ __global__ void nll_loss_kernel(const T* log_probs, const int64_t* target, const
     total += term;
     weight_sum += row_weight;
   }
-  total = block_sum(total);
+  total = block_sum(total);  // (its __syncthreads also publishes first_bad_row)
   weight_sum = block_sum(weight_sum);
+  if (threadIdx.x == 0 && first_bad_row < static_cast<unsigned long long>(rows)) {
+    const auto row = static_cast<int64_t>(first_bad_row);
+    report_device_error(errors, DeviceErrorCode::nll_loss_target, target[row], row, classes);
+  }
   if (threadIdx.x == 0) {
     total_weight[0] = static_cast<T>(weight_sum);
     if (reduction == Reduction::sum) loss[0] = static_cast<T>(total);
@@ -78,21 +88,15 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& ta
   const int64_t rows = layout.positions(), classes = layout.classes, inner = layout.inner;
   Tensor loss = empty(nll_loss_shape(target, reduction), log_probs.dtype(), device);
   Tensor total_weight = empty({}, log_probs.dtype(), device);
-  Tensor first_bad_row = full({}, static_cast<double>(rows), DType::i64, device);
+  DeviceErrorRecord* errors = device_error_slot(device.index);
   device_dispatch_floating(log_probs.dtype(), "nll_loss", [&]<class T>() {
     nll_loss_kernel<T><<<1, kThreads, 0, compute_stream(device.index)>>>(
         static_cast<const T*>(log_probs.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
         weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr, rows, classes, inner, ignore_index,
         reduction, static_cast<T*>(loss.data_ptr()), static_cast<T*>(total_weight.data_ptr()),
-        static_cast<unsigned long long*>(first_bad_row.data_ptr()));
+        errors);
     TS_CUDA_CHECK_LAUNCH("nll_loss_kernel");
   });
-  const int64_t bad_row = first_bad_row.item<int64_t>();  // waits for the kernel
-  if (bad_row < rows) {
-    const int64_t cls = view(target, {-1}).select(0, bad_row).item<int64_t>();
-    throw IndexError(detail::concat("nll_loss: target ", cls, " at position ", bad_row, " is out of range for ",
-                                    classes, " classes"));
-  }
   return {loss, total_weight};
 }
 

@@ -1,8 +1,13 @@
 // Reductions on CUDA: sum, amax and max with indices.
 //
-// As on the CPU, the input is first laid out as a contiguous [outer, inner] matrix with
-// the reduced dims inner (kernel_shapes.h: as_outer_inner, a strided copy when needed),
-// and each row is reduced:
+// A sum of a dense input over its leading dims ([A, K] summed over A: a bias gradient) or
+// over the dims around a middle block ([A, K, B] summed over A and B: a convolution's bias
+// gradient over N, H and W) reads the input in place: columns are summed by one thread
+// each (threads of a warp read neighbouring columns), the [A, K, B] case by blocks as
+// rows are, below. Long columns are cut into chunks whose partial sums a second pass adds.
+// Otherwise, as on the CPU, the input is first laid out as a contiguous [outer, inner]
+// matrix with the reduced dims inner (kernel_shapes.h: as_outer_inner, a strided copy
+// when needed), and each row is reduced:
 //  - short rows (inner <= kShortRow): one thread per row;
 //  - otherwise one block per row, threads striding along it, then a tree in shared
 //    memory. Long rows of few outputs are cut into chunks reduced by separate blocks
@@ -95,6 +100,127 @@ void sum_rows(const Tensor& matrix, int64_t outer, int64_t inner, Tensor& out) {
   sum_rows_kernel<Acc, Acc, T><<<blocks_for(outer * kThreads), kThreads, 0, stream>>>(p, outer, c.chunks, 1,
                                                                                       c.chunks, o);
   TS_CUDA_CHECK_LAUNCH("sum_rows_kernel (partials)");
+}
+
+// ---- sums that read the input in place ----
+
+// out[part * columns + k] = the sum of column k over rows [part * rows_per_part, ...) of
+// x ([rows, columns]); with one part, the whole column. Threads of a warp take
+// neighbouring columns, so their reads are coalesced.
+template <class In, class Acc, class Out>
+__global__ void sum_columns_kernel(const In* x, int64_t rows, int64_t columns, int64_t parts, int64_t rows_per_part,
+                                   Out* out) {
+  for (int64_t task = thread_index(); task < parts * columns; task += thread_count()) {
+    const int64_t part = task / columns, k = task % columns;
+    const int64_t begin = part * rows_per_part;
+    const int64_t end = begin + rows_per_part < rows ? begin + rows_per_part : rows;
+    Acc acc = 0;
+    for (int64_t a = begin; a < end; ++a) acc += static_cast<Acc>(load(x[a * columns + k]));
+    out[task] = convert<Out>(acc);
+  }
+}
+
+// x is [rows, columns]; out[k] = the sum of column k. Long columns are cut into parts
+// whose partial sums ([parts, columns]) a second pass adds, so that a few columns still
+// keep the device busy.
+template <class T>
+void sum_columns(const Tensor& x, int64_t rows, int64_t columns, Tensor& out) {
+  using Acc = Accumulator<T>;
+  cudaStream_t stream = compute_stream(x.device().index);
+  const auto* in = static_cast<const T*>(x.data_ptr());
+  auto* o = static_cast<T*>(out.data_ptr());
+  constexpr int64_t kWantedThreads = int64_t{1} << 17;  // enough to fill a large GPU
+  constexpr int64_t kMinRowsPerPart = 16;
+  const int64_t parts = std::clamp<int64_t>(
+      std::min(rows / kMinRowsPerPart, kWantedThreads / std::max<int64_t>(columns, 1)), 1, kMaxChunks);
+  if (parts == 1) {
+    sum_columns_kernel<T, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(in, rows, columns, 1, rows, o);
+    TS_CUDA_CHECK_LAUNCH("sum_columns_kernel");
+    return;
+  }
+  const int64_t rows_per_part = (rows + parts - 1) / parts;
+  Tensor partial = empty({parts * columns}, std::is_same_v<Acc, double> ? DType::f64 : DType::i64, x.device());
+  auto* p = static_cast<Acc*>(partial.data_ptr());
+  sum_columns_kernel<T, Acc, Acc><<<blocks_for(parts * columns), kThreads, 0, stream>>>(in, rows, columns, parts,
+                                                                                       rows_per_part, p);
+  TS_CUDA_CHECK_LAUNCH("sum_columns_kernel (parts)");
+  sum_columns_kernel<Acc, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(p, parts, columns, 1, parts, o);
+  TS_CUDA_CHECK_LAUNCH("sum_columns_kernel (partials)");
+}
+
+// out[task] for task = k * chunks + c: the sum of x[a, k, b] over a and b, for the c-th
+// chunk of the a * b positions.
+template <class In, class Acc, class Out>
+__global__ void sum_around_kernel(const In* x, int64_t before, int64_t middle, int64_t after, int64_t chunks,
+                                  int64_t chunk, Out* out) {
+  const int64_t positions = before * after;
+  for (int64_t task = blockIdx.x; task < middle * chunks; task += gridDim.x) {
+    const int64_t k = task / chunks;
+    const int64_t begin = (task % chunks) * chunk;
+    const int64_t end = begin + chunk < positions ? begin + chunk : positions;
+    Acc acc = 0;
+    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+      const int64_t a = j / after, b = j % after;
+      acc += static_cast<Acc>(load(x[(a * middle + k) * after + b]));
+    }
+    const Acc total = block_sum(acc);
+    if (threadIdx.x == 0) out[task] = convert<Out>(total);
+  }
+}
+
+// x is [before, middle, after]; out[k] = the sum over the first and last dims.
+template <class T>
+void sum_around(const Tensor& x, int64_t before, int64_t middle, int64_t after, Tensor& out) {
+  using Acc = Accumulator<T>;
+  cudaStream_t stream = compute_stream(x.device().index);
+  const auto* in = static_cast<const T*>(x.data_ptr());
+  auto* o = static_cast<T*>(out.data_ptr());
+  const Chunking c = chunking(middle, before * after);
+  if (c.chunks == 1) {
+    sum_around_kernel<T, Acc, T><<<blocks_for(middle * kThreads), kThreads, 0, stream>>>(in, before, middle, after, 1,
+                                                                                        before * after, o);
+    TS_CUDA_CHECK_LAUNCH("sum_around_kernel");
+    return;
+  }
+  Tensor partial = empty({middle * c.chunks}, std::is_same_v<Acc, double> ? DType::f64 : DType::i64, x.device());
+  auto* p = static_cast<Acc*>(partial.data_ptr());
+  sum_around_kernel<T, Acc, Acc><<<blocks_for(middle * c.chunks * kThreads), kThreads, 0, stream>>>(
+      in, before, middle, after, c.chunks, c.chunk, p);
+  TS_CUDA_CHECK_LAUNCH("sum_around_kernel (chunks)");
+  sum_rows_kernel<Acc, Acc, T><<<blocks_for(middle * kThreads), kThreads, 0, stream>>>(p, middle, c.chunks, 1,
+                                                                                      c.chunks, o);
+  TS_CUDA_CHECK_LAUNCH("sum_rows_kernel (partials)");
+}
+
+// How a dense input's reduced dims lie, size-1 dims ignored: [A, K] reduced over A, or
+// [A, K, B] reduced over A and B. Anything else (including the reduced dims last, which
+// as_outer_inner serves without a copy) is `other`.
+struct InPlaceSum {
+  enum Kind { other, columns, around } kind = other;
+  int64_t before = 1, middle = 1, after = 1;
+};
+
+InPlaceSum in_place_sum(const Tensor& x, const ReductionPlan& plan) {
+  InPlaceSum result;
+  if (!x.is_contiguous()) return result;
+  // Runs of reduced (true) and kept (false) dims, with their sizes.
+  std::vector<std::pair<bool, int64_t>> runs;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const int64_t size = x.size(d);
+    if (size == 1) continue;
+    const bool reduced = plan.reduced[static_cast<size_t>(d)];
+    if (!runs.empty() && runs.back().first == reduced) {
+      runs.back().second *= size;
+    } else {
+      runs.push_back({reduced, size});
+    }
+  }
+  if (runs.size() == 2 && runs[0].first && !runs[1].first) {
+    result = {InPlaceSum::columns, runs[0].second, runs[1].second, 1};
+  } else if (runs.size() == 3 && runs[0].first && !runs[1].first && runs[2].first) {
+    result = {InPlaceSum::around, runs[0].second, runs[1].second, runs[2].second};
+  }
+  return result;
 }
 
 // ---- max ----
@@ -231,9 +357,18 @@ Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) {
     return out;
   }
   // Integers sum in int64, as in PyTorch.
-  Tensor matrix = as_outer_inner(is_floating(self.dtype()) ? self : to_dtype(self, DType::i64), plan);
+  Tensor input = is_floating(self.dtype()) ? self : to_dtype(self, DType::i64);
+  const InPlaceSum layout = in_place_sum(input, plan);
   device_dispatch_all(out_dtype, [&]<class T>() {
-    if constexpr (!std::is_same_v<T, bool>) sum_rows<T>(matrix, plan.outer, plan.inner, out);  // bool sums in int64
+    if constexpr (!std::is_same_v<T, bool>) {  // bool sums in int64
+      if (layout.kind == InPlaceSum::columns) {
+        sum_columns<T>(input, layout.before, layout.middle, out);
+      } else if (layout.kind == InPlaceSum::around) {
+        sum_around<T>(input, layout.before, layout.middle, layout.after, out);
+      } else {
+        sum_rows<T>(as_outer_inner(input, plan), plan.outer, plan.inner, out);
+      }
+    }
   });
   return out;
 }

@@ -23,6 +23,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 namespace tessera::cuda {
 
 // The compute stream of `device`, created on first use. Streams live until the process
@@ -47,7 +49,8 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// A point in a stream's work. Timing is disabled: these are for ordering only.
+// A point in a stream's work. Timing is disabled: these are for ordering only. The CUDA
+// events behind them are pooled per device and reused, never created per use.
 class Event {
  public:
   explicit Event(int device);
@@ -64,15 +67,25 @@ class Event {
   // True when the recorded work has finished (or nothing was recorded).
   bool query() const;
   int device() const { return device_; }
+  cudaEvent_t handle() const { return event_; }
 
  private:
   int device_;
   cudaEvent_t event_ = nullptr;
+  bool recorded_ = false;
 };
 
 // Waits for `device`'s compute stream.
 void synchronize_device(int device);
 // Waits for the compute stream of every device that has one.
 void synchronize_used_devices();
+
+// Every host wait Tessera does goes through these: they wait, then raise what the device
+// reported meanwhile (device_errors.h: a kernel's bad-input record, a watchdog's error).
+void wait_for_stream(cudaStream_t stream, int device);
+void wait_for_event(cudaEvent_t event, int device);
+// How many host waits Tessera has done in this process (tests check that a training step
+// waits only where it reads a result).
+int64_t host_waits();
 
 }  // namespace tessera::cuda
