@@ -182,6 +182,7 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 // The draws come from `generator` (counter-based, like every random op here), so they
 // differ from PyTorch's; the distribution is the same (see native.h).
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator);
+
 // Scaled dot-product attention, as PyTorch 2.x's F.scaled_dot_product_attention:
 //   softmax(q k^T * scale + mask) v, with dropout on the weights,
 // over q [..., L, E], k [..., S, E], v [..., S, Ev] (equal leading dims, e.g. [B, H, T, D]);

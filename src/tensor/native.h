@@ -247,6 +247,7 @@ Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right);
 // sequential sampling without replacement; PyTorch's CPU kernel uses the same race).
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed, uint64_t stream,
                    uint64_t first);
+
 // Scaled dot-product attention (attention_geometry.h checks the operands): q [..., L, E],
 // k [..., S, E], v [..., S, Ev] with equal leading dims; output [..., L, Ev] =
 // dropout(softmax(scale * q k^T + mask)) v, and the log-sum-exp of each row of the masked,

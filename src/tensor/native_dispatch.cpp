@@ -153,6 +153,7 @@ Tensor cumsum(const Tensor& self, int64_t dim, bool reverse) { TS_DISPATCH(self,
 Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right) {
   TS_DISPATCH(sorted, searchsorted, sorted, values, right);
 }
+
 std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                         const AttentionOptions& options) {
   TS_DISPATCH(q, scaled_dot_product_attention, q, k, v, options);
