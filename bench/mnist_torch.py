@@ -7,8 +7,9 @@ and prints one JSON object: samples/s (and the batch over the median step time),
 memory, the fp32 GEMM rate of this process's
 BLAS at the same thread count (the roofline), and optionally a per-layer profile.
 
-Run with Debian's python3-torch and, for OpenBLAS, its folder first on LD_LIBRARY_PATH:
-  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
+bench/run starts it with Debian's python3-torch in torch_cpu.environment(threads): OpenBLAS
+first on LD_LIBRARY_PATH, on the best kernels this CPU supports (torch_cpu.py), e.g.
+  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread OPENBLAS_CORETYPE=SKYLAKEX \
     /usr/bin/python3 bench/mnist_torch.py --batch 64 --threads 2
 """
 
@@ -25,6 +26,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from torch_mnist_net import Net  # noqa: E402
 
+import torch_cpu  # noqa: E402  (beside this script)
+
 
 def current_rss_bytes():
     with open("/proc/self/statm") as statm:
@@ -33,17 +36,6 @@ def current_rss_bytes():
 
 def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def blas_name():
-    """Which BLAS the process actually loaded (read from its memory map)."""
-    with open("/proc/self/maps") as maps:
-        text = maps.read()
-    for name in ("openblas", "libblis", "libmkl", "libblas.so"):
-        for line in text.splitlines():
-            if name in line:
-                return line.split()[-1]
-    return "unknown"
 
 
 def gemm_gflops(size, seconds):
@@ -172,11 +164,8 @@ def main():
     median_step = sorted(step_seconds)[len(step_seconds) // 2]
     result = {
         "framework": "pytorch",
-        "version": torch.__version__,
-        "blas": blas_name(),
         "batch": args.batch,
         "threads": args.threads,
-        "torch_threads": torch.get_num_threads(),
         "steps": args.steps,
         "samples_per_s": args.steps * args.batch / seconds,
         "samples_per_s_median_step": args.batch / median_step,
@@ -185,6 +174,7 @@ def main():
         "peak_rss_bytes": peak_rss_bytes(),
         "training_rss_bytes": max(0, peak_rss_bytes() - base_rss),
     }
+    result.update(torch_cpu.report())
     if args.gemm_seconds > 0:
         result["gemm_gflops"] = gemm_gflops(2048, args.gemm_seconds)
     if args.profile:

@@ -29,6 +29,7 @@
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
 #include "tessera/optim/optim.h"
+#include "tessera/tensor/cpu_capability.h"
 
 namespace ts = tessera;
 using Clock = std::chrono::steady_clock;
@@ -243,12 +244,13 @@ int main(int argc, char** argv) {
   const ts::MemoryStats stats = ts::memory_stats();
   const int64_t peak_rss = peak_rss_bytes();
 
-  std::printf("{\"framework\": \"tessera\", \"batch\": %lld, \"threads\": %d, \"fsdp\": %s, \"steps\": %lld, "
+  std::printf("{\"framework\": \"tessera\", \"cpu_capability\": \"%s\", \"batch\": %lld, \"threads\": %d, \"fsdp\": %s, \"steps\": %lld, "
               "\"samples_per_s\": %.3f, \"samples_per_s_median_step\": %.3f, \"median_step_ms\": %.4f, "
               "\"loss\": %.6f, "
               "\"peak_rss_bytes\": %lld, "
               "\"training_rss_bytes\": %lld, \"allocator_peak_bytes\": %lld, \"allocations_per_step\": %.2f",
-              static_cast<long long>(options.batch), ts::get_num_threads(), options.fsdp ? "true" : "false",
+              std::string(ts::to_string(ts::cpu_capability())).c_str(), static_cast<long long>(options.batch),
+              ts::get_num_threads(), options.fsdp ? "true" : "false",
               static_cast<long long>(options.steps), static_cast<double>(options.steps * options.batch) / seconds,
               static_cast<double>(options.batch) / median_step, median_step * 1e3, loss.item<double>(), static_cast<long long>(peak_rss),
               static_cast<long long>(std::max<int64_t>(0, peak_rss - base_rss)),

@@ -10,8 +10,12 @@
 //            2.2e-16 (SGD) and 4.2e-16 (Adam), i.e. within an ulp or two of PyTorch.
 //   float32: 1e-4. The same reordering costs ~1e-7 relative per op in float32 (PyTorch's
 //            float32 convolution runs through oneDNN, with its own blocking), amplified
-//            by training. Measured: 4.4e-6 (SGD) and 2.1e-7 (Adam) with the AVX-512
-//            kernels (conv_shifted.cpp, sgemm.cpp), 4.4e-6 and 1.6e-7 with im2col + Eigen.
+//            by training. Measured: 4.4e-6 (SGD) and 2.7e-7 (Adam) with the AVX-512
+//            kernels (conv_shifted.cpp, sgemm.cpp), 4.3e-6 and 1.8e-7 with im2col + Eigen
+//            (TESSERA_CPU_CAPABILITY=default). Re-recorded when the shifted-row forward
+//            began summing its 288-term dot products in blocks of 64 (4x less error
+//            than before, half PyTorch's own, bench/accuracy): another order, so other last bits;
+//            before, 4.4e-6 and 2.1e-7 (AVX-512), 4.4e-6 and 1.6e-7 (im2col + Eigen).
 //            Adam is the sensitive one: its first steps move every weight by about
 //            lr * sign(grad), so tiny gradients amplify any change of summation order (an
 //            intermediate version of the linear kernel measured 5.5e-5 here).

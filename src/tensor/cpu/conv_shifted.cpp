@@ -48,6 +48,8 @@ using shifted::Layout;
 
 namespace {
 
+constexpr int64_t kDepthBlock = 64;  // the forward's depth blocks (c, tap), see below
+
 // One sample of the forward: y[O, OH, OW] from x[C, H, W] and the packed weights.
 void shifted_forward_sample(const Layout& l, const float* packed, const int64_t* offsets, const int64_t* limits,
                             const float* bias, const float* x, float* y) {
@@ -71,9 +73,21 @@ void shifted_forward_sample(const Layout& l, const float* packed, const int64_t*
       destination[v] = (first / l.W) * l.OW + std::min(first % l.W, l.OW);
     }
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
+      // Summed in blocks of kDepthBlock terms, then the blocks' sums added: float32 error
+      // grows with the longest run of additions, so this is about twice as accurate as one
+      // run over the whole depth (288 terms for the MNIST conv2) at the cost of a few loads.
       __m512 acc[kRows][3];
       const float* a = packed + rt * depth * kRows;
-      gemm_tile_for(std::min(kColumns, l.P - p0), !safe, a, x + p0, offsets, limits, p0, depth, acc);
+      const int64_t columns = std::min(kColumns, l.P - p0);
+      gemm_tile_for(columns, !safe, a, x + p0, offsets, limits, p0, std::min(depth, kDepthBlock), acc);
+      for (int64_t k0 = kDepthBlock; k0 < depth; k0 += kDepthBlock) {
+        __m512 block[kRows][3];
+        gemm_tile_for(columns, !safe, a + k0 * kRows, x + p0, offsets + k0, limits + k0, p0,
+                      std::min(depth - k0, kDepthBlock), block);
+        for (int64_t r = 0; r < kRows; ++r) {
+          for (int v = 0; v < 3; ++v) acc[r][v] = _mm512_add_ps(acc[r][v], block[r][v]);
+        }
+      }
       for (int64_t r = 0; r < kRows; ++r) {
         const int64_t o = rt * kRows + r;
         if (o >= l.O) break;

@@ -3,8 +3,9 @@
 // C = alpha op(A) op(B) + beta C, row-major. Two shapes of loop, chosen by where B's
 // elements are contiguous:
 //  - B not transposed (B[k, n] rows run along n): outer products. A is packed in 8-row
-//    panels (alpha folded in), B rows are read in place, 48 columns per tile; depth is
-//    blocked by 256 so a column tile's B rows stay in L1/L2 across the row tiles.
+//    panels (alpha folded in), 48 columns per tile; depth is blocked by 256. B's rows are
+//    read in place for a single row tile, else copied per column tile into a contiguous
+//    panel that stays in L1/L2 across the row tiles.
 //  - B transposed (B stored [n, k], the layout of a Linear weight): dot products along k,
 //    4 rows of A x 3 rows of B per tile, depth blocked by 1024 so the A block stays in L2.
 // Column tiles (or B-row tiles) are split across OpenMP threads unless the call is already
@@ -29,16 +30,17 @@ namespace tessera::cpu::avx512 {
 namespace {
 
 // C's column tile n0 (48 columns) for every row tile, from a depth block of packed A panels
-// and B rows read in place; `first` says whether this is the first depth block (beta
-// applies) or a later one (add to C).
-void outer_product_column_tile(int64_t m, int64_t n, int64_t n0, int64_t depth, const float* packed, const float* b,
-                               const int64_t* offsets, const int64_t* limits, bool first, float beta, float* c,
-                               int64_t ldc) {
+// and B's rows (row kk at b_tile + offsets[kk], in place or in a packed panel); `masked`:
+// lanes at or past limits[kk] - n0 read zero (in place, the last column tile); `first`
+// says whether this is the first depth block (beta applies) or a later one (add to C).
+void outer_product_column_tile(int64_t m, int64_t n, int64_t n0, int64_t depth, const float* packed,
+                               const float* b_tile, const int64_t* offsets, const int64_t* limits, bool masked,
+                               bool first, float beta, float* c, int64_t ldc) {
   const int64_t row_tiles = round_up(m, kRows) / kRows;
   for (int64_t rt = 0; rt < row_tiles; ++rt) {
     __m512 acc[kRows][3];
-    gemm_tile_for(std::min(kColumns, n - n0), n0 + kColumns > n, packed + rt * depth * kRows, b + n0, offsets, limits,
-                  n0, depth, acc);
+    gemm_tile_for(std::min(kColumns, n - n0), masked, packed + rt * depth * kRows, b_tile, offsets, limits, n0, depth,
+                  acc);
     for (int64_t r = 0; r < kRows && rt * kRows + r < m; ++r) {
       float* row = c + (rt * kRows + r) * ldc + n0;
       for (int v = 0; v < 3; ++v) {
@@ -122,12 +124,20 @@ void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alp
   const int64_t column_tiles = round_up(n, kColumns) / kColumns;
   thread_local Scratch packed_buffer;
   float* packed = packed_buffer.get(row_tiles * std::min(k, kOuterDepth) * kRows);
+  // With more than one row tile, each thread copies its column tile's B rows into one
+  // contiguous panel first: B's rows are often a multiple of 4 KiB apart (a Linear weight
+  // of 9216 columns, a 2048-wide matrix), so read in place they all fall in the same few
+  // L1 sets and every row tile would fetch them again from L2. The sums are the same.
+  const bool pack_b = row_tiles > 1;
 
   // Every thread walks the same depth blocks: pack its share of A's row tiles, wait for
   // the others (the barrier after each omp for), then multiply its share of column tiles.
 #pragma omp parallel if (run_parallel(m, n, k))
   {
-    int64_t offsets[kOuterDepth], limits[kOuterDepth];
+    int64_t offsets[kOuterDepth], limits[kOuterDepth], panel_offsets[kOuterDepth];
+    for (int64_t kk = 0; kk < kOuterDepth; ++kk) panel_offsets[kk] = kk * kColumns;
+    thread_local Scratch b_panel_buffer;
+    float* b_panel = pack_b ? b_panel_buffer.get(kOuterDepth * kColumns) : nullptr;
     for (int64_t k0 = 0; k0 < k; k0 += kOuterDepth) {
       const int64_t depth = std::min(kOuterDepth, k - k0);
 #pragma omp for schedule(static)
@@ -147,7 +157,21 @@ void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alp
       }
 #pragma omp for schedule(static)
       for (int64_t ct = 0; ct < column_tiles; ++ct) {
-        avx512::outer_product_column_tile(m, n, ct * kColumns, depth, packed, b, offsets, limits, k0 == 0, beta, c, ldc);
+        const int64_t n0 = ct * kColumns;
+        if (pack_b) {
+          const int64_t columns = std::min(kColumns, n - n0);
+          for (int64_t kk = 0; kk < depth; ++kk) {
+            const float* row = b + offsets[kk] + n0;
+            float* panel_row = b_panel + kk * kColumns;
+            std::copy(row, row + columns, panel_row);
+            std::fill(panel_row + columns, panel_row + kColumns, 0.0f);
+          }
+          avx512::outer_product_column_tile(m, n, n0, depth, packed, b_panel, panel_offsets, nullptr, false, k0 == 0,
+                                            beta, c, ldc);
+        } else {
+          avx512::outer_product_column_tile(m, n, n0, depth, packed, b + n0, offsets, limits, n0 + kColumns > n,
+                                            k0 == 0, beta, c, ldc);
+        }
       }
     }
   }
