@@ -14,7 +14,7 @@ namespace example {
 // `where`: "epoch 1, batch 30 (step 30)". Throws tessera::ValueError (the examples exit with status 1).
 inline void require_finite_loss(double loss, const std::string& where) {
   if (std::isfinite(loss)) return;
-  throw tessera::ValueError(tessera::detail::concat(
+  throw tessera::ValueError(tessera::str(
       "the loss is ", loss, " at ", where,
       ": training diverged (a learning rate too large, or a NaN in the data or the initial weights); stopping before "
       "it is reported or saved"));

@@ -23,6 +23,7 @@
 
 #include "mnist_net.h"
 #include "command_line.h"
+#include "distributed.h"
 #include "finite_loss.h"
 #include "initial_weights.h"
 #include "printer.h"
@@ -161,32 +162,6 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-// Ranks on this host: launchers say so; without one, every rank of the world is here.
-int local_world_size(const ts::dist::ProcessGroup& world) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* value = std::getenv(name)) return std::max(1, std::atoi(value));
-  }
-  return world.size();
-}
-
-// The group FSDP's collectives run on: NCCL when every rank has a GPU of its own (or
-// when asked for), else the world, which stages CUDA tensors through host memory.
-std::shared_ptr<ts::dist::ProcessGroup> collective_group(const Options& o, const std::shared_ptr<ts::dist::ProcessGroup>& world,
-                                                         ts::Device device) {
-  if (!device.is_cuda() || o.dist_backend == "world") return world;
-  bool nccl = o.dist_backend == "nccl" ||
-              (ts::dist::nccl_is_compiled() && local_world_size(*world) <= ts::cuda::device_count());
-  if (!nccl) return world;
-  return ts::dist::new_group(world, ts::dist::Backend::nccl, {.device = device.index});
-}
-
-// `local` summed over every rank, read on the host (the world group carries CPU tensors).
-double global_sum(ts::dist::ProcessGroup& world, const ts::Tensor& local) {
-  ts::Tensor value = local.detach().to(ts::DType::f64).cpu().contiguous().clone();
-  world.all_reduce(value);
-  return value.item<double>();
-}
-
 std::unique_ptr<ts::optim::Optimizer> make_optimizer(const Options& o, const std::vector<ts::Tensor>& params) {
   if (o.optimizer == "sgd") return std::make_unique<ts::optim::SGD>(params, ts::optim::SGDOptions{.lr = o.lr, .momentum = o.momentum});
   if (o.optimizer == "adam") return std::make_unique<ts::optim::Adam>(params, ts::optim::AdamOptions{.lr = o.lr});
@@ -259,8 +234,8 @@ struct Run {
         train_set(options.data, ts::data::Split::train, ts::data::kMnistNormalize),
         test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize),
         sampler{.rank = world->rank(), .world_size = world->size()},
-        device(options.device == "cuda" ? ts::Device::cuda(ts::dist::default_cuda_device(*world)) : ts::Device::cpu()),
-        group(collective_group(options, world, device)),
+        device(example::training_device(options.device, *world)),
+        group(example::collective_group(options.dist_backend, world, device)),
         state{.step = 0, .epoch = 1, .batch = 0, .seed = options.seed},
         local_loss_sum(ts::zeros({}, {.dtype = ts::DType::f64, .device = device})) {
     if (options.tf32) ts::cuda::set_allow_tf32(true);
@@ -318,7 +293,7 @@ struct Run {
     }
   }
 
-  double epoch_loss_sum() { return loss_sum + global_sum(*world, local_loss_sum); }
+  double epoch_loss_sum() { return loss_sum + example::global_sum(*world, local_loss_sum); }
 
   // Where training stands, for the message of a loss that is no longer finite.
   std::string where() const { return ts::str("epoch ", state.epoch, ", batch ", state.batch, " (step ", state.step, ")"); }
@@ -354,7 +329,7 @@ struct Run {
       samples += batch.global_rows;
       samples_this_run += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
-        const double reported = global_sum(*world, local_loss);
+        const double reported = example::global_sum(*world, local_loss);
         example::require_finite_loss(reported, where());
         report.train(state.epoch, batch.index, loader.size(), samples, loader.dataset_size(), reported);
       }
@@ -386,9 +361,9 @@ struct Run {
         if (options.dry_run) break;
       }
     }
-    const double test_loss_sum = global_sum(*world, test_loss);
+    const double test_loss_sum = example::global_sum(*world, test_loss);
     example::require_finite_loss(test_loss_sum, ts::str("the test set after epoch ", state.epoch));
-    return {.loss_sum = test_loss_sum, .correct = global_sum(*world, correct),
+    return {.loss_sum = test_loss_sum, .correct = example::global_sum(*world, correct),
             .tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size()};
   }
 

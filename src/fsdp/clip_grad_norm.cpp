@@ -3,6 +3,7 @@
 
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/fsdp/state.h"
+#include "tessera/nn/clip_grad.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::fsdp {
@@ -19,8 +20,7 @@ double clip_grad_norm(nn::Module& root, double max_norm) {
   for (auto& unit : state.units()) {
     Tensor grad = unit->shard().grad();
     if (!grad.defined()) continue;
-    Tensor g64 = native::to_dtype(grad, DType::f64);
-    Tensor sum = native::sum(native::binary(native::BinaryOp::mul, g64, g64), {}, false);
+    Tensor sum = nn::squared_norm(grad);
     if (!unit->sharded()) sum = native::binary(native::BinaryOp::div, sum, static_cast<double>(state.group().size()));
     native::add_scaled_(total, sum, 1.0);
   }

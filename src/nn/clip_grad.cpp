@@ -1,5 +1,6 @@
 #include "tessera/nn/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tessera/autograd/grad_mode.h"
@@ -27,6 +28,18 @@ void check_not_sharded(const std::vector<Tensor>& parameters) {
 
 }  // namespace
 
+Tensor squared_norm(const Tensor& grad) {
+  const Tensor flat = native::view(native::contiguous(grad), {grad.numel()});
+  // A GPU has the memory and wants few, large kernels: one piece there.
+  const int64_t piece_size = grad.is_cuda() ? std::max<int64_t>(flat.numel(), 1) : int64_t{1} << 16;
+  Tensor total = native::zeros({}, DType::f64, grad.device());
+  for (int64_t start = 0; start < flat.numel(); start += piece_size) {
+    Tensor piece = native::to_dtype(native::narrow(flat, 0, start, std::min(piece_size, flat.numel() - start)), DType::f64);
+    native::add_scaled_(total, native::sum(native::binary(native::BinaryOp::mul, piece, piece), {}, false), 1.0);
+  }
+  return total;
+}
+
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   check_not_sharded(parameters);
   NoGradGuard no_grad;
@@ -34,8 +47,7 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   for (const Tensor& p : parameters) {
     Tensor grad = p.grad();
     if (!grad.defined()) continue;
-    Tensor g64 = native::to_dtype(grad, DType::f64);
-    squares += native::sum(native::binary(native::BinaryOp::mul, g64, g64), {}, false).item<double>();
+    squares += squared_norm(grad).item<double>();
   }
   double norm = std::sqrt(squares);
   double scale = std::min(max_norm / (norm + 1e-6), 1.0);

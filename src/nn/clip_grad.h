@@ -18,4 +18,10 @@ namespace tessera::nn {
 // every rank, are accepted.)
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm);
 
+// The squared 2-norm of `grad` accumulated in double: a 0-dim float64 tensor on grad's
+// device. On the CPU converted and summed in pieces of 64Ki elements that stay in cache, never
+// as a float64 copy of the whole gradient (GPT-2's embedding would need two of 300 MB each).
+// Both clip_grad_norms use it.
+Tensor squared_norm(const Tensor& grad);
+
 }  // namespace tessera::nn

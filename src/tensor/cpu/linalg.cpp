@@ -45,7 +45,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   dispatch_floating(a_in.dtype(), "matmul", [&]<class T>() {
     if (batches == 1) {
       Tensor o = select(out3, 0, 0);
-      mm_into<T>(view(contiguous(plan.a3), {m, k}), view(contiguous(plan.b3), {k, n}), o, T(0));
+      // The operands as they are where they view as matrices (a transpose included: the
+      // GEMM reads it in place instead of a copy, e.g. linear's weight gradient g^T x).
+      auto matrix = [](const Tensor& t, int64_t rows, int64_t cols) {
+        return viewable(t, {rows, cols}) ? view(t, {rows, cols}) : view(contiguous(t), {rows, cols});
+      };
+      mm_into<T>(matrix(plan.a3, m, k), matrix(plan.b3, k, n), o, T(0));
       return;
     }
     // Flatten batch dims (copying operands whose batch dims do not flatten).
