@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <memory>
 #include <tessera/io/safetensors.h>
+#include <tessera/tensor/cpu_capability.h>
 #include <tessera/tessera.h>
 
 #include "../../examples/mnist_net.h"
@@ -69,12 +70,15 @@ ts::StateDict initial_weights() {
   return weights;
 }
 
-// Step s's batch, as torchvision's ToTensor and Normalize((0.1307,), (0.3081,)) make it in float32.
-ts::Tensor images(int step, DType dtype) {
-  ts::Tensor pixels = golden().at("images").narrow(0, step * kBatch, kBatch).to(DType::f32);
+// Step s's batch of `data` (images and labels in training order), as torchvision's ToTensor
+// and Normalize((0.1307,), (0.3081,)) make it in float32.
+ts::Tensor images(int step, DType dtype, const ts::StateDict& data = golden()) {
+  ts::Tensor pixels = data.at("images").narrow(0, step * kBatch, kBatch).to(DType::f32);
   return ((pixels / 255.0 - 0.1307) / 0.3081).to(dtype);
 }
-ts::Tensor labels(int step) { return golden().at("labels").narrow(0, step * kBatch, kBatch); }
+ts::Tensor labels(int step, const ts::StateDict& data = golden()) {
+  return data.at("labels").narrow(0, step * kBatch, kBatch);
+}
 
 std::unique_ptr<mnist::Net> make_model(const ts::StateDict& weights, DType dtype) {
   auto model = std::make_unique<mnist::Net>();
@@ -133,6 +137,21 @@ Runs train() {
   return runs;
 }
 
+// The loss at each of kSteps steps of training in `dtype` on `data`'s batches from `first_step`.
+std::vector<double> free_running(const ts::StateDict& weights, const ts::StateDict& data, int first_step, DType dtype) {
+  auto model = make_model(weights, dtype);
+  optim::SGD optimizer(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  std::vector<double> losses;
+  for (int step = first_step; step < first_step + kSteps; ++step) {
+    optimizer.zero_grad();
+    ts::Tensor loss = ts::nll_loss((*model)(images(step, dtype, data)), labels(step, data));
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
 double worst(const std::vector<double>& values) { return *std::max_element(values.begin(), values.end()); }
 
 double median(std::vector<double> values) {
@@ -180,4 +199,29 @@ TEST_CASE("float32 SGD on MNIST stays as close to float64 as PyTorch's float32 d
   // Free running (printed only, see above).
   row("drift (free)", worst_drift(runs.losses_f32, runs.losses_f64), worst_drift(torch_f32, torch_f64));
   MESSAGE("float32 against float64:", table);
+}
+
+// The free-running drift on other windows of the data (make_drift_golden.py --windows N
+// --data FILE writes them, and PyTorch's figures): run with TESSERA_DRIFT_WINDOWS=FILE;
+// without it (CI) it returns at once.
+TEST_CASE("float32 SGD on MNIST: free-running drift on other windows of the data (measurement)") {
+  const char* path = std::getenv("TESSERA_DRIFT_WINDOWS");
+  if (path == nullptr || *path == '\0') return;
+  const ts::StateDict data = ts::io::load(path);
+  const ts::StateDict weights = initial_weights();
+  const int windows = static_cast<int>(data.at("labels").size(0) / (kSteps * kBatch));
+  std::string table = "\nTessera kernels " + std::string(ts::to_string(ts::cpu_capability()));
+  for (int window = 0; window < windows; ++window) {
+    const std::vector<double> f32 = free_running(weights, data, window * kSteps, DType::f32);
+    const std::vector<double> f64 = free_running(weights, data, window * kSteps, DType::f64);
+    int first = -1;
+    for (int step = 0; step < kSteps && first < 0; ++step) {
+      if (relative(f32[step], f64[step]) > 1e-3) first = step;
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "\nwindow %d: drift %.3e first step over 1e-3 %d", window,
+                  worst_drift(f32, f64), first);
+    table += line;
+  }
+  MESSAGE(table);
 }
