@@ -1,5 +1,6 @@
 // Command-line parsing shared by the examples: flags with values, numbers checked as they
-// are read, --help, and usage errors that name the flag and end with status 2.
+// are read (integers as integers, in decimal and in range; floating values finite), --help,
+// and usage errors that name the flag and the text and end with status 2.
 //
 //   example::CommandLine args("mnist", argc, argv, kUsage);
 //   while (args.next()) {
@@ -9,10 +10,11 @@
 //   }
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
-#include <stdexcept>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -41,21 +43,24 @@ class CommandLine {
     return argv_[++index_];
   }
 
-  // The value as a number; integer types take non-negative integers only.
+  // The value as a T. Integer types: a decimal integer from 0 to T's maximum, read exactly
+  // (no exponent, no hex, no fraction: "1e30", "0x10" and "3.0" are errors, and 2^53 + 1
+  // keeps its last digit). Floating types: a finite decimal number ("1e-3"; not inf or nan).
   template <class T>
   T number() {
-    std::string text = value();
-    try {
-      size_t used = 0;
-      double parsed = std::stod(text, &used);
-      if (used != text.size()) throw std::invalid_argument(text);
-      if constexpr (std::is_integral_v<T>) {
-        if (parsed != std::floor(parsed) || parsed < 0) throw std::invalid_argument(text);
+    const std::string text = value();
+    T parsed{};
+    const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+    const bool whole = !text.empty() && status == std::errc() && end == text.data() + text.size();
+    if constexpr (std::is_integral_v<T>) {
+      if (!whole || parsed < 0) {
+        error(flag_ + " expects an integer from 0 to " + std::to_string(std::numeric_limits<T>::max()) + ", got '" +
+              text + "'");
       }
-      return static_cast<T>(parsed);
-    } catch (const std::exception&) {
-      error(flag_ + " expects a " + (std::is_integral_v<T> ? "non-negative integer" : "number") + ", got '" + text + "'");
+    } else {
+      if (!whole || !std::isfinite(parsed)) error(flag_ + " expects a finite number, got '" + text + "'");
     }
+    return parsed;
   }
 
   [[noreturn]] void unknown() const { error("unknown option '" + flag_ + "'"); }

@@ -23,6 +23,8 @@
 
 #include "mnist_net.h"
 #include "command_line.h"
+#include "finite_loss.h"
+#include "initial_weights.h"
 #include "printer.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
@@ -50,8 +52,9 @@ struct Options {
   bool json = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch
-  int64_t keep_checkpoints = 3;  // 0 keeps all
+  int keep_checkpoints = 3;  // 0 keeps all
   bool resume = false;
+  bool overwrite_checkpoints = false;
   std::string device = "cpu";
   std::string dist_backend = "auto";
   std::string mixed_precision = "off";
@@ -83,9 +86,13 @@ with FSDP. Run alone for one rank, or under mpirun for several.
   --checkpoint-every N    save every N training steps (optimizer steps, counted across
                           epochs), and at the end of training [0: at the end of every epoch]
   --keep-checkpoints K    keep the newest K checkpoints [3; 0 keeps all]
-  --resume                continue from DIR/latest when there is one (model, optimizer, learning
-                          rate schedule, step, epoch and batch, seed), at any number of ranks;
-                          without a checkpoint, start from scratch
+  --resume                continue from DIR/latest (model, optimizer, learning rate schedule,
+                          step, epoch and batch, seed), at any number of ranks; when latest is
+                          missing or damaged, from the newest complete checkpoint, saying so;
+                          from scratch only when DIR holds no checkpoint
+  --overwrite-checkpoints start a new run in a DIR holding another run's checkpoints, which
+                          its saves may then replace and prune (without it, or --resume, such a
+                          DIR is refused)
   --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
   --dist-backend NAME     collectives for CUDA parameters: nccl (one GPU per rank), world
                           (the MPI world, staging through host memory: ranks may share a
@@ -123,8 +130,9 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--json") o.json = true;
     else if (flag == "--checkpoint-dir") o.checkpoint_dir = args.value();
     else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
-    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int64_t>();
+    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int>();
     else if (flag == "--resume") o.resume = true;
+    else if (flag == "--overwrite-checkpoints") o.overwrite_checkpoints = true;
     else if (flag == "--device") o.device = args.value();
     else if (flag == "--dist-backend") o.dist_backend = args.value();
     else if (flag == "--mixed-precision") o.mixed_precision = args.value();
@@ -132,6 +140,9 @@ Options parse_options(int argc, char** argv) {
     else args.unknown();
   }
   if (o.resume && o.checkpoint_dir.empty()) args.error("--resume needs --checkpoint-dir");
+  if (o.overwrite_checkpoints && (o.checkpoint_dir.empty() || o.resume)) {
+    args.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
+  }
   if (o.batch_size < 1 || o.test_batch_size < 1) args.error("batch sizes must be positive");
   if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
     args.error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
@@ -246,7 +257,9 @@ int run(int argc, char** argv) {
     sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32, .output_dtype = ts::DType::f32};
   }
   ts::fsdp::fully_shard(model, group, sharding);
-  if (!options.init.empty()) model.load_state_dict(ts::io::load(options.init));
+  if (!options.init.empty()) {
+    model.load_state_dict(example::read_initial_weights(model, ts::io::SafetensorsFile(options.init)));
+  }
   auto optimizer = make_optimizer(options, model.parameters());
   ts::optim::StepLR scheduler(*optimizer, 1, options.gamma);
   const ts::checkpoint::Stateful stateful{.optimizer = optimizer.get(), .scheduler = &scheduler};
@@ -258,23 +271,28 @@ int run(int argc, char** argv) {
   std::optional<ts::checkpoint::CheckpointManager> checkpoints;
   if (!options.checkpoint_dir.empty()) {
     checkpoints.emplace(options.checkpoint_dir,
-                        ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints)});
+                        ts::checkpoint::CheckpointManagerOptions{.keep_last = options.keep_checkpoints,
+                                                                 .overwrite = options.overwrite_checkpoints});
+    // Before training: another job in the folder, or another run's checkpoints, fail now.
+    if (!options.resume) checkpoints->claim(*world);
   }
   if (options.resume) {
     if (auto restored = checkpoints->restore(model, stateful)) {
+      const ts::checkpoint::ResumePoint& from = *checkpoints->resumed_from();
+      if (!from.note.empty()) report.line("--resume: " + from.note);
       const ts::io::json::Value& extra = restored->extra;
       const ts::io::json::Value* batch_size = extra.find("batch_size");
       if (batch_size == nullptr || extra.find("loss_sum") == nullptr || extra.find("samples") == nullptr) {
-        throw ts::ValueError("--resume: " + *checkpoints->latest() + " was not saved by this example");
+        throw ts::ValueError("--resume: " + from.path + " was not saved by this example");
       }
       if (batch_size->as_int() != options.batch_size) {
-        throw ts::ValueError(ts::detail::concat("--resume: ", *checkpoints->latest(), " was saved with --batch-size ",
+        throw ts::ValueError(ts::detail::concat("--resume: ", from.path, " was saved with --batch-size ",
                                                 batch_size->as_int(), "; resume with the same batch size"));
       }
       state = *restored;
       loss_sum = extra.at("loss_sum").as_double();
       samples = extra.at("samples").as_int();
-      report.checkpoint("resume", *checkpoints->latest(), state);
+      report.checkpoint("resume", from.path, state);
       if (state.seed != options.seed) report.line(ts::detail::concat("using the checkpoint's seed ", state.seed));
     } else {
       report.line("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
@@ -296,9 +314,12 @@ int run(int argc, char** argv) {
   // This rank's loss sum of the steps run since, on the device: the host reads it only when it reports.
   ts::Tensor local_loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
   auto epoch_loss_sum = [&] { return loss_sum + global_sum(*world, local_loss_sum); };
+  auto where = [&] { return ts::detail::concat("epoch ", state.epoch, ", batch ", state.batch, " (step ", state.step, ")"); };
   auto save_checkpoint = [&] {
     ts::checkpoint::TrainingState saved = state;
-    saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", epoch_loss_sum()}, {"samples", samples}};
+    const double loss_so_far = epoch_loss_sum();
+    example::require_finite_loss(loss_so_far, where());
+    saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", loss_so_far}, {"samples", samples}};
     report.checkpoint("checkpoint", checkpoints->save(model, stateful, saved), saved);
     saved_at = {state.step, state.epoch};
   };
@@ -324,7 +345,9 @@ int run(int argc, char** argv) {
       samples += batch.global_rows;
       samples_this_run += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
-        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_sum(*world, local_loss));
+        const double reported = global_sum(*world, local_loss);
+        example::require_finite_loss(reported, where());
+        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), reported);
       }
       if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
         save_checkpoint();
@@ -332,6 +355,7 @@ int run(int argc, char** argv) {
       if (options.dry_run) break;
     }
     const double train_loss_sum = epoch_loss_sum();  // waits for the device: the epoch's end
+    example::require_finite_loss(train_loss_sum, where());
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
     // Test: each rank evaluates its part of every test batch; the sums are all-reduced.
@@ -349,6 +373,7 @@ int run(int argc, char** argv) {
       }
     }
     const double test_loss_sum = global_sum(*world, test_loss);
+    example::require_finite_loss(test_loss_sum, ts::detail::concat("the test set after epoch ", state.epoch));
     const double correct_sum = global_sum(*world, correct);
     int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
     report.epoch(state.epoch, train_loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), test_loss_sum / tested,

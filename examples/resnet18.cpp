@@ -23,11 +23,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include <tessera/tessera.h>
 
 #include "command_line.h"
+#include "finite_loss.h"
+#include "initial_weights.h"
 #include "printer.h"
 
 namespace ts = tessera;
@@ -161,17 +164,16 @@ void average_running_statistics(ts::nn::Module& model, ts::dist::ProcessGroup& w
 
 // --init: torchvision-named weights. A head for another number of classes is dropped.
 void load_initial_weights(ts::models::ResNet& model, const Options& options, Reporter& report) {
-  ts::StateDict weights = ts::io::load(options.init);
+  const ts::io::SafetensorsFile file(options.init);  // the header only
   const int64_t classes = model.options().num_classes;
-  if (weights.contains("fc.weight") && weights.at("fc.weight").dim() == 2 && weights.at("fc.weight").size(0) != classes) {
-    report.line(ts::detail::concat("--init: ", options.init, " has a head for ", weights.at("fc.weight").size(0),
+  const bool other_head = file.contains("fc.weight") && file.entry("fc.weight").shape.size() == 2 &&
+                          file.entry("fc.weight").shape[0] != classes;
+  if (other_head) {
+    report.line(ts::detail::concat("--init: ", options.init, " has a head for ", file.entry("fc.weight").shape[0],
                                    " classes; fc starts from its initialisation for ", classes));
-    weights.erase("fc.weight");
-    weights.erase("fc.bias");
-    model.load_state_dict(weights, false);
-  } else {
-    model.load_state_dict(weights);
   }
+  const std::set<std::string> skipped = other_head ? std::set<std::string>{"fc.weight", "fc.bias"} : std::set<std::string>{};
+  model.load_state_dict(example::read_initial_weights(model, file, !other_head, skipped), !other_head);
 }
 
 int run(int argc, char** argv) {
@@ -246,6 +248,7 @@ int run(int argc, char** argv) {
 
       ts::Tensor global_loss = loss.detach().to(ts::DType::f64);
       world->all_reduce(global_loss);
+      example::require_finite_loss(global_loss.item<double>(), ts::detail::concat("epoch ", epoch, ", batch ", batch.index));
       loss_sum += global_loss.item<double>() * static_cast<double>(batch.global_rows);
       samples += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
@@ -275,6 +278,7 @@ int run(int argc, char** argv) {
     }
     world->all_reduce(totals);
     std::vector<double> sums = totals.to_vector<double>();
+    example::require_finite_loss(sums[0], ts::detail::concat("the validation set after epoch ", epoch));
     const int64_t evaluated = static_cast<int64_t>(sums[2]);
     report.epoch(epoch, loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)),
                  sums[0] / static_cast<double>(std::max<int64_t>(evaluated, 1)), static_cast<int64_t>(sums[1]), evaluated,

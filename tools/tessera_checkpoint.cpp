@@ -6,6 +6,7 @@
 //   tessera-checkpoint verify ckpt
 //   tessera-checkpoint to-full ckpt model.safetensors
 //   tessera-checkpoint to-sharded model.safetensors ckpt-8 --world-size 8
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -34,8 +35,8 @@ commands:
   to-full PATH OUT.safetensors       write one safetensors file with PyTorch's names
                                      (parameters, buffers, "optimizer.state.<param>.<name>")
   to-sharded PATH OUT_DIR --world-size N
-                                     write a sharded checkpoint for N ranks (from a full
-                                     file, or from a sharded checkpoint: resharding)
+                                     write a sharded checkpoint for N ranks, 1 to 99999 (from
+                                     a full file, or from a sharded checkpoint: resharding)
   --help                             show this help
 
 Exit status: 0 on success, 1 when the checkpoint is unreadable or corrupt (the message names
@@ -215,13 +216,14 @@ int run(const std::vector<std::string>& args) {
     for (size_t i = 1; i < args.size(); ++i) {
       if (args[i] == "--world-size") {
         if (i + 1 >= args.size()) usage_error("--world-size needs a value");
-        try {
-          size_t used = 0;
-          world_size = std::stoi(args[++i], &used);
-          if (used != args[i].size()) throw std::invalid_argument(args[i]);
-        } catch (const std::exception&) {
-          usage_error("--world-size expects a positive integer, got '" + args[i] + "'");
+        const std::string& text = args[++i];
+        long long value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > ckpt::kMaxWorldSize) {
+          usage_error("--world-size expects an integer from 1 to " + std::to_string(ckpt::kMaxWorldSize) +
+                      " (rank files are numbered with five digits), got '" + text + "'");
         }
+        world_size = static_cast<int>(value);
       } else {
         paths.push_back(args[i]);
       }

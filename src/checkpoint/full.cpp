@@ -139,12 +139,12 @@ FullCheckpoint::FullCheckpoint(const std::string& path) : file_(path) {
   JsonReader reader(path + " (its __metadata__ \"" + kManifestKey + "\" JSON)");
   json::Value parsed;
   try {
-    parsed = json::parse(text);
+    parsed = json::parse(text, json::file_limits(text.size()));
   } catch (const json::ParseError& error) {
     throw io::FormatError(tessera::detail::concat(path, ": byte ", error.offset(), " of its __metadata__ \"",
                                                   kManifestKey, "\" JSON: invalid JSON: ", error.reason()));
   }
-  json::Value value = check_and_strip_crc(parsed, reader);
+  json::Value value = check_and_strip_crc(std::move(parsed), reader);
   const json::Value& format = reader.member(value, "format", "manifest document");
   if (reader.string(format, "format") != kFullFormat) reader.fail(format, "format is not \"", kFullFormat, "\"");
   const int64_t version = reader.integer(reader.member(value, "version", "manifest document"),

@@ -559,22 +559,22 @@ std::string write_with_crc(json::Value value) {
   return json::write(value);
 }
 
-json::Value check_and_strip_crc(const json::Value& value, const JsonReader& reader) {
-  const json::Object& members = reader.object(value, "metadata");
+json::Value check_and_strip_crc(json::Value value, const JsonReader& reader) {
+  reader.object(value, "metadata");
+  json::Object& members = value.as_object();
   if (members.empty() || members.back().first != "metadata_crc32c") {
     reader.fail(value, "the metadata does not end with \"metadata_crc32c\" (truncated, or not written by Tessera)");
   }
-  const json::Value& recorded = members.back().second;
+  const json::Value recorded = std::move(members.back().second);
   int64_t expected = reader.integer(recorded, "metadata_crc32c", 0, 0xFFFFFFFFll);
-  json::Object content(members.begin(), members.end() - 1);
-  json::Value stripped(std::move(content));
-  std::string text = json::write(stripped);
+  members.pop_back();  // in place: a large metadata document is not copied
+  std::string text = json::write(value);
   uint32_t computed = io::crc32c(text.data(), text.size());
   if (computed != static_cast<uint32_t>(expected)) {
     reader.fail(recorded, "metadata CRC32C mismatch: computed ", computed, " over the metadata, recorded ", expected,
                 " (the metadata is corrupt or was edited)");
   }
-  return stripped;
+  return value;
 }
 
 }  // namespace tessera::checkpoint

@@ -103,6 +103,6 @@ TrainingState training_state_from_json(const io::json::Value& value, const detai
 // compact text without it. check_and_strip_crc verifies it (FormatError on mismatch or
 // absence) and returns the value without it.
 std::string write_with_crc(io::json::Value value);
-io::json::Value check_and_strip_crc(const io::json::Value& value, const detail::JsonReader& reader);
+io::json::Value check_and_strip_crc(io::json::Value value, const detail::JsonReader& reader);
 
 }  // namespace tessera::checkpoint

@@ -14,6 +14,7 @@
 
 #include "tessera/checkpoint/chunks.h"
 #include "tessera/checkpoint/collective.h"
+#include "tessera/checkpoint/errors.h"
 #include "tessera/checkpoint/load_into.h"
 #include "tessera/checkpoint/model_source.h"
 #include "tessera/io/atomic_file.h"
@@ -27,8 +28,6 @@ namespace json = io::json;
 using detail::JsonReader;
 
 namespace {
-
-constexpr int kMaxWorldSize = 1 << 20;
 
 json::Value file_record_json(const FileRecord& record) {
   json::Array slices;
@@ -94,16 +93,8 @@ std::unordered_map<std::string, Expected> expected_tensors(const Manifest& manif
 }
 
 std::string read_text_file(const std::string& path, uint64_t limit) {
-  io::FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    int error = errno;
-    throw io::IOError(tessera::detail::concat("cannot open '", path, "': ", io::os_error(error)));
-  }
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
-    throw io::IOError(tessera::detail::concat("cannot read '", path, "': not a regular file"));
-  }
-  auto size = static_cast<uint64_t>(info.st_size);
+  uint64_t size = 0;
+  io::FileDescriptor fd = io::open_regular_file(path, &size);
   if (size > limit) {
     throw io::FormatError(tessera::detail::concat(path, ": byte 0: the file is ", size, " bytes, over the ", limit,
                                                   "-byte limit for metadata (corrupt?)"));
@@ -201,12 +192,12 @@ ShardedCheckpoint::ShardedCheckpoint(const std::string& directory)
   JsonReader reader(metadata_path_);
   json::Value parsed;
   try {
-    parsed = json::parse(text);
+    parsed = json::parse(text, json::file_limits(text.size()));
   } catch (const json::ParseError& error) {
     throw io::FormatError(tessera::detail::concat(metadata_path_, ": byte ", error.offset(), ": invalid JSON: ",
                                                   error.reason(), text.empty() ? " (the file is empty)" : ""));
   }
-  json::Value value = check_and_strip_crc(parsed, reader);
+  json::Value value = check_and_strip_crc(std::move(parsed), reader);
 
   const json::Value& format = reader.member(value, "format", "metadata");
   if (reader.string(format, "format") != kShardedFormat) {
@@ -297,6 +288,11 @@ const io::SafetensorsFile& ShardedCheckpoint::file(size_t index) const {
     int error = errno;
     throw io::IOError(tessera::detail::concat("cannot open '", path, "': ", io::os_error(error)));
   }
+  if (!S_ISREG(info.st_mode)) {
+    throw io::IOError(tessera::detail::concat("cannot read '", path, "': it is ", io::file_type_name(info.st_mode),
+                                              ", not a regular file (", metadata_path_, " records a ", record.bytes,
+                                              "-byte rank file)"));
+  }
   if (static_cast<uint64_t>(info.st_size) != record.bytes) {
     throw io::FormatError(tessera::detail::concat(path, ": byte ", std::min<uint64_t>(info.st_size, record.bytes),
                                                   ": the file is ", info.st_size, " bytes but ", metadata_path_,
@@ -349,6 +345,10 @@ Tensor ShardedCheckpoint::buffer(const std::string& name) const {
   throw ValueError(tessera::detail::concat("checkpoint '", directory_, "' has no buffer '", name, "'"));
 }
 
+void ShardedCheckpoint::check_files() const {
+  for (size_t f = 0; f < metadata_.files.size(); ++f) file(f);
+}
+
 void ShardedCheckpoint::verify_all() const {
   for (size_t f = 0; f < metadata_.files.size(); ++f) {
     for (const SliceRecord& slice : metadata_.files[f].slices) {
@@ -363,6 +363,8 @@ void save_sharded(const std::string& directory, nn::Module& model, const Statefu
   detail::ModelView view = detail::ModelView::of(model, with.optimizer);
   dist::ProcessGroup& group = *view.group;
   const std::string what = "saving checkpoint '" + directory + "'";
+  TS_CHECK(group.size() <= kMaxWorldSize, CheckpointError, what, ": a world of ", group.size(),
+           " ranks is more than a sharded checkpoint holds (", kMaxWorldSize, ": rank files are numbered with five digits)");
   const std::string temporary = temporary_for(directory);
   // Describing and serialising the manifest inside the first collective step makes a bad
   // value on one rank (a NaN in its `extra`) fail the save on every rank.
@@ -405,7 +407,7 @@ TrainingState load_sharded(const std::string& directory, nn::Module& model, cons
 
 void write_sharded(const FlatSource& source, const std::string& directory, int world_size) {
   TS_CHECK(world_size >= 1 && world_size <= kMaxWorldSize, ValueError, "write_sharded: world size ", world_size,
-           " is out of range");
+           " is out of range: 1 to ", kMaxWorldSize, " (rank files are numbered with five digits)");
   const std::string what = "writing checkpoint '" + directory + "'";
   const std::string temporary = temporary_for(directory);
   filesystem_step(what, [&] { prepare_temporary(temporary); });

@@ -36,7 +36,13 @@ namespace tessera::checkpoint {
 inline constexpr const char* kShardedFormat = "tessera.sharded-checkpoint";
 inline constexpr const char* kMetadataFile = "metadata.json";
 // metadata.json files larger than this are refused unread (a corrupt or hostile directory).
-inline constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 30;
+// Real ones take about 11 bytes per MiB of checkpoint (the chunk CRCs): 64 MiB covers
+// several TB. Parsing one may take at most io::json::kFileMemoryPerByte times its size.
+inline constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
+
+// The largest world a sharded checkpoint is written for or read at: rank files are named
+// with five-digit numbers. (A larger --world-size would also mean as many files.)
+inline constexpr int kMaxWorldSize = 99999;
 
 // "rank-00002-of-00004.safetensors".
 std::string rank_file_name(int rank, int world_size);
@@ -80,6 +86,9 @@ class ShardedCheckpoint final : public FlatSource {
 
   // Reads every tensor of every file, checking every CRC (tessera-checkpoint verify).
   void verify_all() const;
+  // Opens every rank file and checks it against the metadata (type, size, header), without
+  // reading tensor data: is the checkpoint complete?
+  void check_files() const;
 
  private:
   struct Piece {

@@ -1,8 +1,10 @@
 // IDX reader. The header is read field by field so that a file cut short names the field
 // it ends in; the payload length the header promises is computed with overflow checks and
 // must equal what follows exactly. A raw file's length is known before anything is
-// allocated; a gzip stream's is not, so its payload is read in bounded chunks and a
-// header that promises more than the stream holds fails before the memory is reserved.
+// allocated. A gzip stream's is not, so its payload is decompressed chunk by chunk straight
+// into the result: its pages are committed only as data arrives, so a header that promises
+// more than the stream holds costs no more memory than the stream really holds, and the
+// file is held once (never a byte buffer and a tensor side by side).
 #include "tessera/data/idx.h"
 
 #include <zlib.h>
@@ -229,74 +231,94 @@ void convert_elements(IdxType type, const uint8_t* bytes, int64_t count, void* o
   }
 }
 
-// The whole payload, exactly `expected` bytes; reading in chunks keeps a lying header
-// from reserving more memory than the stream really holds (about twice its size at most).
-std::vector<uint8_t> read_payload(ByteSource& source, uint64_t expected, const Reporter& reporter,
-                                  const std::string& promise) {
-  const uint64_t start = source.offset();
-  if (auto remaining = source.remaining()) {
-    if (*remaining < expected) {
-      reporter.fail(start + *remaining, "the file ends inside the data: ", promise, ", found ", *remaining);
+// "the header (type 0x08 (uint8), shape [2, 3]) promises 6 data bytes at offsets [16, 22)"
+std::string promise_of(const IdxHeader& header) {
+  return detail::concat("the header (type ", element_type(static_cast<uint8_t>(header.type))->name, ", shape ",
+                        shape_str(header.shape), ") promises ", header.payload_bytes, " data bytes at offsets [",
+                        header.data_offset, ", ", header.data_offset + header.payload_bytes, ")");
+}
+
+// Deflate expands a byte into at most 1032 (a 258-byte match per 2 bits, RFC 1951).
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
+// The header's promise against the file, before anything is read or allocated: a raw
+// file's length exactly; a gzip file's at most what its compressed size can hold.
+void check_length(const std::filesystem::path& file, const ByteSource& source, const IdxHeader& header,
+                  const Reporter& reporter) {
+  std::optional<uint64_t> remaining = source.remaining();
+  if (!remaining) {
+    std::error_code error;
+    const uint64_t compressed = std::filesystem::file_size(file, error);
+    if (!error && header.payload_bytes / kMaxDeflateRatio > compressed) {
+      reporter.fail(header.data_offset, promise_of(header), ", more than a gzip file of ", compressed,
+                    " bytes can hold (deflate expands at most ", kMaxDeflateRatio,
+                    " times): the header is corrupt or the data cut short");
     }
-    if (*remaining > expected) {
-      reporter.fail(start + expected, "expected the end of the file after the data (", promise, "), found ",
-                    *remaining - expected, " more bytes");
-    }
+    return;  // the exact length is checked while reading
   }
-  constexpr uint64_t kChunk = uint64_t{16} << 20;
-  std::vector<uint8_t> payload;
-  payload.reserve(static_cast<size_t>(std::min(expected, kChunk)));
-  while (payload.size() < expected) {
-    size_t want = static_cast<size_t>(std::min(expected - payload.size(), kChunk));
-    size_t old_size = payload.size();
-    payload.resize(old_size + want);
-    size_t got = source.read(payload.data() + old_size, want);
+  if (*remaining < header.payload_bytes) {
+    reporter.fail(header.data_offset + *remaining, "the file ends inside the data: ", promise_of(header), ", found ",
+                  *remaining);
+  }
+  if (*remaining > header.payload_bytes) {
+    reporter.fail(header.data_offset + header.payload_bytes, "expected the end of the file after the data (",
+                  promise_of(header), "), found ", *remaining - header.payload_bytes, " more bytes");
+  }
+}
+
+// Reads the payload the header promises straight into `out` (converted to the tensor's
+// dtype chunk by chunk), then checks that nothing follows it.
+void read_payload_into(ByteSource& source, const IdxHeader& header, const Reporter& reporter, void* out) {
+  const uint64_t start = source.offset();
+  const std::string promise = promise_of(header);
+  const size_t file_bytes = element_type(static_cast<uint8_t>(header.type))->file_bytes;
+  const size_t out_bytes = element_size(element_type(static_cast<uint8_t>(header.type))->stored);
+  constexpr uint64_t kChunk = uint64_t{16} << 20;  // a multiple of every element size
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min(header.payload_bytes, kChunk)));
+  for (uint64_t done = 0; done < header.payload_bytes;) {
+    const size_t want = static_cast<size_t>(std::min(header.payload_bytes - done, kChunk));
+    const size_t got = source.read(chunk.data(), want);
     if (got < want) {
-      reporter.fail(source.offset(), "the file ends inside the data: ", promise, ", found ", old_size + got);
+      reporter.fail(source.offset(), "the file ends inside the data: ", promise, ", found ", done + got);
     }
+    const uint64_t first = done / file_bytes;
+    convert_elements(header.type, chunk.data(), static_cast<int64_t>(want / file_bytes),
+                     static_cast<uint8_t*>(out) + first * out_bytes);
+    done += want;
   }
   // Anything after the data means the header does not describe this file.
   uint64_t extra = 0;
   std::array<uint8_t, 1 << 14> scratch;
   while (size_t got = source.read(scratch.data(), scratch.size())) extra += got;
   if (extra > 0) {
-    reporter.fail(start + expected, "expected the end of the file after the data (", promise, "), found ", extra,
-                  " more bytes");
+    reporter.fail(start + header.payload_bytes, "expected the end of the file after the data (", promise, "), found ",
+                  extra, " more bytes");
   }
-  return payload;
 }
 
-}  // namespace
-
-Tensor read_idx(const std::filesystem::path& file) {
-  std::error_code error;
-  if (std::filesystem::is_directory(file, error)) {
-    throw DataError(detail::concat("IDX file '", file.string(), "': is a directory, expected a file"));
-  }
-  const bool gzip = starts_with_gzip_magic(file);
-  const Reporter reporter(file, gzip);
-  std::unique_ptr<ByteSource> source = open_source(file, gzip, reporter);
-
+// The header's fields, checked; the source is left at the first data byte.
+IdxHeader parse_header(ByteSource& source, const Reporter& reporter, bool gzip) {
   std::array<uint8_t, 2> zeros{};
-  read_field(*source, zeros.data(), 2, reporter, "the two zero bytes that open an IDX file");
+  read_field(source, zeros.data(), 2, reporter, "the two zero bytes that open an IDX file");
   if (zeros[0] != 0 || zeros[1] != 0) {
     reporter.fail(zeros[0] != 0 ? 0 : 1, "expected the two zero bytes that open an IDX file, found ",
                   hex_byte(zeros[0]), " ", hex_byte(zeros[1]), " (not an IDX file)");
   }
   uint8_t type_code = 0;
-  read_field(*source, &type_code, 1, reporter, "the type code");
+  read_field(source, &type_code, 1, reporter, "the type code");
   std::optional<ElementType> element = element_type(type_code);
   if (!element) {
     reporter.fail(2, "expected a type code (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, "
                      "0x0E float64), found ", hex_byte(type_code));
   }
   uint8_t ndim = 0;
-  read_field(*source, &ndim, 1, reporter, "the number of dimensions");
+  read_field(source, &ndim, 1, reporter, "the number of dimensions");
   if (ndim < 1 || ndim > kMaxIdxDims) {
     reporter.fail(3, "expected the number of dimensions, 1 to ", kMaxIdxDims, ", found ", int{ndim});
   }
 
-  Shape shape;
+  IdxHeader header{.type = static_cast<IdxType>(type_code), .shape = {}, .data_offset = 0, .payload_bytes = 0,
+                   .gzip = gzip};
   uint64_t numel = 1;
   // Shapes are int64 and the payload is indexed with size_t: keep the count inside both. The
   // product of the non-zero sizes must fit too, even when a zero size makes the count 0,
@@ -304,31 +326,68 @@ Tensor read_idx(const std::filesystem::path& file) {
   uint64_t nonzero_product = 1;
   for (int d = 0; d < ndim; ++d) {
     std::array<uint8_t, 4> bytes{};
-    const uint64_t field_offset = source->offset();
-    read_field(*source, bytes.data(), 4, reporter, detail::concat("the big-endian u32 size of dimension ", d));
+    const uint64_t field_offset = source.offset();
+    read_field(source, bytes.data(), 4, reporter, detail::concat("the big-endian u32 size of dimension ", d));
     const uint32_t size = load_big_endian<uint32_t>(bytes.data());
-    shape.push_back(size);
+    header.shape.push_back(size);
     if (size != 0 && (__builtin_mul_overflow(nonzero_product, uint64_t{size}, &nonzero_product) ||
                       nonzero_product > static_cast<uint64_t>(INT64_MAX))) {
-      reporter.fail(field_offset, "the sizes so far, ", shape_str(shape), ", have more elements than fit in 63 bits");
+      reporter.fail(field_offset, "the sizes so far, ", shape_str(header.shape), ", have more elements than fit in 63 bits");
     }
     numel *= size;  // 0 or nonzero_product: cannot overflow
   }
-  uint64_t payload_bytes = 0;
-  if (__builtin_mul_overflow(numel, uint64_t{element->file_bytes}, &payload_bytes) ||
-      payload_bytes > static_cast<uint64_t>(INT64_MAX) || payload_bytes > SIZE_MAX) {
-    reporter.fail(source->offset(), "shape ", shape_str(shape), " of ", element->name,
+  // The tensor's bytes too (int8 becomes int64): they must fit where the tensor is allocated.
+  uint64_t tensor_bytes = 0;
+  if (__builtin_mul_overflow(numel, uint64_t{element->file_bytes}, &header.payload_bytes) ||
+      __builtin_mul_overflow(numel, uint64_t{element_size(element->stored)}, &tensor_bytes) ||
+      tensor_bytes > static_cast<uint64_t>(INT64_MAX) || tensor_bytes > SIZE_MAX) {
+    reporter.fail(source.offset(), "shape ", shape_str(header.shape), " of ", element->name,
                   " elements is more bytes than fit in 63 bits");
   }
-  const std::string promise =
-      detail::concat("the header (type ", element->name, ", shape ", shape_str(shape), ") promises ", payload_bytes,
-                     " data bytes at offsets [", source->offset(), ", ",
-                     source->offset() + payload_bytes, ")");
+  header.data_offset = source.offset();
+  return header;
+}
 
-  std::vector<uint8_t> payload = read_payload(*source, payload_bytes, reporter, promise);
-  Tensor result = empty(shape, {.dtype = element->stored});
-  convert_elements(static_cast<IdxType>(type_code), payload.data(), static_cast<int64_t>(numel),
-                   numel > 0 ? result.data_ptr() : nullptr);
+// Only a regular file is opened: opening a FIFO would wait for a writer forever.
+void check_regular_file(const std::filesystem::path& file) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(file, error);
+  if (!error && status.type() != std::filesystem::file_type::regular) {
+    const char* what = status.type() == std::filesystem::file_type::directory ? "a directory"
+                       : status.type() == std::filesystem::file_type::fifo    ? "a FIFO (named pipe)"
+                                                                              : "not a regular file";
+    throw DataError(detail::concat("IDX file '", file.string(), "': it is ", what, ", expected a file"));
+  }
+}
+
+}  // namespace
+
+const char* idx_type_name(IdxType type) {
+  std::optional<ElementType> element = element_type(static_cast<uint8_t>(type));
+  return element ? element->name : "an unknown type";
+}
+
+IdxHeader read_idx_header(const std::filesystem::path& file) {
+  check_regular_file(file);
+  const bool gzip = starts_with_gzip_magic(file);
+  const Reporter reporter(file, gzip);  // outlives the source, which reports through it
+  std::unique_ptr<ByteSource> source = open_source(file, gzip, reporter);
+  IdxHeader header = parse_header(*source, reporter, gzip);
+  check_length(file, *source, header, reporter);
+  return header;
+}
+
+Tensor read_idx(const std::filesystem::path& file) {
+  check_regular_file(file);
+  const bool gzip = starts_with_gzip_magic(file);
+  const Reporter reporter(file, gzip);  // outlives the source, which reports through it
+  std::unique_ptr<ByteSource> source = open_source(file, gzip, reporter);
+  const IdxHeader header = parse_header(*source, reporter, gzip);
+  check_length(file, *source, header, reporter);
+  // A gzip stream that holds less than promised fails part-way; until then only the pages
+  // written have been committed, so the memory used is what the stream really held.
+  Tensor result = empty(header.shape, {.dtype = element_type(static_cast<uint8_t>(header.type))->stored});
+  read_payload_into(*source, header, reporter, result.numel() > 0 ? result.data_ptr() : nullptr);
   return result;
 }
 

@@ -35,18 +35,22 @@ MNIST::MNIST(const std::filesystem::path& root, Split split, std::optional<Norma
   const std::string split_name = name + (split == Split::train ? " train" : " test");
   images_file_ = find_file(root, prefix + "-images-idx3-ubyte", "images", split_name, fetch_hint);
   labels_file_ = find_file(root, prefix + "-labels-idx1-ubyte", "labels", split_name, fetch_hint);
-  images_ = read_idx(images_file_);
-  labels_ = read_idx(labels_file_);
-
   const std::string images_where = detail::concat(split_name, " images file '", images_file_.string(), "'");
   const std::string labels_where = detail::concat(split_name, " labels file '", labels_file_.string(), "'");
-  TS_CHECK(images_.dtype() == DType::u8 && images_.dim() == 3 && images_.size(1) == kImageSize &&
-               images_.size(2) == kImageSize,
-           DataError, images_where, ": expected uint8 images [N, 28, 28], found ", images_.str());
-  TS_CHECK(labels_.dtype() == DType::u8 && labels_.dim() == 1, DataError, labels_where,
-           ": expected uint8 labels [N], found ", labels_.str());
-  TS_CHECK(labels_.size(0) == images_.size(0), DataError, labels_where, " has ", labels_.size(0), " labels but ",
-           images_where, " has ", images_.size(0), " images");
+  // Both headers are checked before either file's data is read: a file of the wrong kind
+  // or size is refused without reading or allocating what it claims to hold.
+  const IdxHeader images = read_idx_header(images_file_);
+  const IdxHeader labels = read_idx_header(labels_file_);
+  TS_CHECK(images.type == IdxType::u8 && images.shape.size() == 3 && images.shape[1] == kImageSize &&
+               images.shape[2] == kImageSize,
+           DataError, images_where, ": expected uint8 images [N, 28, 28], found ", idx_type_name(images.type), " ",
+           shape_str(images.shape));
+  TS_CHECK(labels.type == IdxType::u8 && labels.shape.size() == 1, DataError, labels_where,
+           ": expected uint8 labels [N], found ", idx_type_name(labels.type), " ", shape_str(labels.shape));
+  TS_CHECK(labels.shape[0] == images.shape[0], DataError, labels_where, " has ", labels.shape[0], " labels but ",
+           images_where, " has ", images.shape[0], " images");
+  images_ = read_idx(images_file_);
+  labels_ = read_idx(labels_file_);
   const uint8_t* label = labels_.numel() > 0 ? labels_.data_ptr<uint8_t>() : nullptr;
   for (int64_t i = 0; i < labels_.numel(); ++i) {
     // Label i sits after the 8-byte header of a one-dimensional IDX file.

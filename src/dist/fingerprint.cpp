@@ -41,7 +41,7 @@ std::string describe(const CallFingerprint& fingerprint) {
 }
 
 std::string mismatch_message(const std::vector<CallFingerprint>& per_rank, std::string_view group_name,
-                             int seen_on_rank) {
+                             int seen_on_rank, bool debug_mode) {
   bool all_equal = true;
   for (const CallFingerprint& fingerprint : per_rank) all_equal = all_equal && fingerprint == per_rank.front();
   if (all_equal) return "";
@@ -61,7 +61,7 @@ std::string mismatch_message(const std::vector<CallFingerprint>& per_rank, std::
 
   std::ostringstream out;
   out << "collective mismatch on group '" << group_name << "' (seen on rank " << seen_on_rank
-      << ", TESSERA_DIST_DEBUG): the ranks issued different collectives: ";
+      << (debug_mode ? ", TESSERA_DIST_DEBUG" : "") << "): the ranks issued different collectives: ";
   for (size_t call = 0; call < call_representative.size(); ++call) {
     if (call > 0) out << "; ";
     const std::vector<int>& ranks = ranks_of_call[call];

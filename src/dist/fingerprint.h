@@ -1,7 +1,9 @@
-// Debug mode's summary of one collective call. With TESSERA_DIST_DEBUG=1 every rank
-// all-gathers the fingerprint of its next call before running it; the exchange is the same
-// fixed-size call on every rank, so it completes even when the ranks' real calls differ,
-// and every rank then sees the same table and fails with the same message.
+// The summary of one collective call that ranks compare before running it. MPI groups
+// always check that every rank's is the same (one small all-reduce, mpi_process_group.h);
+// with TESSERA_DIST_DEBUG=1 every rank all-gathers the fingerprint of its next call before
+// running it. Either exchange is the same fixed-size call on every rank, so it completes
+// even when the ranks' real calls differ, and every rank then sees the same table and
+// fails with the same message.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +36,11 @@ CallFingerprint fingerprint_of(const CollectiveCall& call);
 // CUDA calls end in " cuda".
 std::string describe(const CallFingerprint& fingerprint);
 
-// Empty when every rank's fingerprint is equal; otherwise the CollectiveMismatch message,
+// Empty when every rank's fingerprint is equal; otherwise the CollectiveMismatch message
+// (saying TESSERA_DIST_DEBUG when debug mode found it),
 // grouping ranks that issued the same call: "... ranks 0, 2: #5 all_gather float32 x 1024;
 // rank 1: #5 all_reduce(sum) float32 x 10".
 std::string mismatch_message(const std::vector<CallFingerprint>& per_rank, std::string_view group_name,
-                             int seen_on_rank);
+                             int seen_on_rank, bool debug_mode = true);
 
 }  // namespace tessera::dist

@@ -4,6 +4,7 @@
 // exchange.
 #include "tessera/dist/mpi_process_group.h"
 
+#include <array>
 #include <climits>
 #include <cstring>
 #include <vector>
@@ -137,9 +138,9 @@ std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
     buffers.overlap = !to_run.input.is_same(to_run.output) && memory_overlaps(to_run.input, to_run.output);
     if (staged) device_output.data_ptr();
   }
-  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(name(), call.sequence, describe(call));
+  before_issue(call);
   CallFingerprint fingerprint = fingerprint_of(call);  // of the call as issued: its device included
-  auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name(), "'"));
+  auto work = new_work(fingerprint, name());
   submit(fingerprint, work, [this, to_run = std::move(to_run), device_output, buffers]() mutable {
     run(to_run, buffers);
     // Queued on the device's compute stream before the Work completes: kernels queued after wait() see it.
@@ -150,9 +151,9 @@ std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall call, std::string name,
                                                                const GroupOptions& options) {
-  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(this->name(), call.sequence, describe(call));
+  before_issue(call);
   CallFingerprint fingerprint = fingerprint_of(call);
-  auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", name, "'"));
+  auto work = new_work(fingerprint, name);
   auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
   bool debug_checks = *options.debug_checks;
   std::chrono::milliseconds timeout = *options.timeout;
@@ -171,12 +172,35 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall ca
   return *made;
 }
 
+void MpiProcessGroup::before_issue(const CollectiveCall& call) {
+  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(name(), call.sequence, describe(call));
+  if (CollectiveWatchdog* watchdog = runtime_->watchdog()) watchdog->issued(name(), call.sequence);
+}
+
+std::shared_ptr<PendingWork> MpiProcessGroup::new_work(const CallFingerprint& fingerprint,
+                                                       const std::string& group_name) const {
+  std::function<void(bool)> waits;
+  // A thread waits only on a call not yet done, so while its group, the runtime and the
+  // watchdog exist.
+  if (CollectiveWatchdog* watchdog = runtime_->watchdog()) {
+    waits = [watchdog](bool waiting) { waiting ? watchdog->wait_begins() : watchdog->wait_ends(); };
+  }
+  return std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", group_name, "'"),
+                                       std::move(waits));
+}
+
 void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work,
                              std::function<void()> body) {
   thread_->submit([this, fingerprint, work = std::move(work), body = std::move(body)]() mutable {
     std::exception_ptr error;
+    CollectiveWatchdog* watchdog = runtime_->watchdog();
+    if (watchdog) watchdog->begins(name(), describe(fingerprint), timeout());
     try {
-      if (debug_checks()) check_fingerprints(fingerprint);
+      if (debug_checks()) {
+        check_fingerprints(fingerprint, true);
+      } else if (size() > 1) {
+        check_signature(fingerprint);
+      }
       body();
     } catch (const CollectiveMismatch&) {
       error = std::current_exception();
@@ -185,6 +209,7 @@ void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr
     } catch (...) {
       error = std::current_exception();
     }
+    if (watchdog) watchdog->ends(name());
     // Release the call's tensors before the waiter resumes, so that memory counters read
     // right after wait() do not still include them.
     body = nullptr;
@@ -192,10 +217,22 @@ void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr
   });
 }
 
-void MpiProcessGroup::check_fingerprints(const CallFingerprint& mine) {
+void MpiProcessGroup::check_signature(const CallFingerprint& mine) {
+  constexpr size_t kWords = sizeof(CallFingerprint) / sizeof(uint64_t);
+  std::array<uint64_t, 2 * kWords> words{};
+  std::memcpy(words.data(), &mine, sizeof mine);
+  for (size_t i = 0; i < kWords; ++i) words[kWords + i] = ~words[i];
+  TS_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()), MPI_UINT64_T, MPI_MAX,
+                             communicator_));
+  for (size_t i = 0; i < kWords; ++i) {
+    if (words[i] != ~words[kWords + i]) return check_fingerprints(mine, false);  // they differ: name the calls
+  }
+}
+
+void MpiProcessGroup::check_fingerprints(const CallFingerprint& mine, bool debug_mode) {
   std::vector<CallFingerprint> per_rank(static_cast<size_t>(size()));
   TS_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, per_rank.data(), sizeof mine, MPI_BYTE, communicator_));
-  std::string message = mismatch_message(per_rank, name(), rank());
+  std::string message = mismatch_message(per_rank, name(), rank(), debug_mode);
   if (!message.empty()) throw CollectiveMismatch(message);
 }
 

@@ -63,10 +63,19 @@ class MpiProcessGroup final : public ProcessGroup {
 
   bool stages_through_host(const CollectiveCall& call) const;
 
+  // Tells the exit watch and the watchdog, on the issuing thread; the exit watch may refuse the call.
+  void before_issue(const CollectiveCall& call);
+  std::shared_ptr<PendingWork> new_work(const CallFingerprint& fingerprint, const std::string& group_name) const;
   // Queues `body` behind the debug check; its outcome finishes `work`.
   void submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work, std::function<void()> body);
   // On the communication thread:
-  void check_fingerprints(const CallFingerprint& mine);
+  // Always on: one all-reduce of the fingerprint's words and their complements (MPI_MAX)
+  // tells every rank alike whether all fingerprints are equal (each word's maximum and
+  // minimum agree); only when they differ is the table gathered, to name the calls.
+  void check_signature(const CallFingerprint& mine);
+  // Gathers every rank's fingerprint (debug mode: at every call) and throws
+  // CollectiveMismatch naming them when they differ.
+  void check_fingerprints(const CallFingerprint& mine, bool debug_mode);
   void run(const CollectiveCall& call, const Buffers& buffers);
   void run_all_gather(const CollectiveCall& call, const Buffers& buffers);
   void run_reduce_scatter(const CollectiveCall& call, const Buffers& buffers);

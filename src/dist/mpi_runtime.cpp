@@ -100,6 +100,10 @@ std::shared_ptr<MpiRuntime> MpiRuntime::start(int* argc, char*** argv) {
     TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->control_));
     TS_MPI_CHECK(MPI_Comm_set_errhandler(runtime->control_, MPI_ERRORS_RETURN));
     runtime->exit_watch_ = std::make_unique<ExitWatch>(runtime->control_, runtime->world_rank_, runtime->world_size_);
+    TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->watchdog_control_));
+    TS_MPI_CHECK(MPI_Comm_set_errhandler(runtime->watchdog_control_, MPI_ERRORS_RETURN));
+    runtime->watchdog_ =
+        std::make_unique<CollectiveWatchdog>(runtime->watchdog_control_, runtime->world_rank_, runtime->world_size_);
   }
   std::set_terminate(abort_job_on_terminate);
   current = runtime;
@@ -109,6 +113,7 @@ std::shared_ptr<MpiRuntime> MpiRuntime::start(int* argc, char*** argv) {
 MpiRuntime::~MpiRuntime() {
   if (!mpi_is_running()) return;
   if (exit_watch_) {
+    watchdog_->exiting();  // still answering the others' questions while this rank waits for them
     try {
       exit_watch_->announce_exit_and_wait();
     } catch (const std::exception& error) {  // a destructor must not throw; MPI_Finalize still runs
@@ -116,6 +121,8 @@ MpiRuntime::~MpiRuntime() {
     }
     exit_watch_.reset();
     MPI_Comm_free(&control_);
+    watchdog_.reset();
+    MPI_Comm_free(&watchdog_control_);
   }
   if (owns_mpi_) MPI_Finalize();
 }

@@ -12,7 +12,8 @@
 //
 // Before finalizing, the runtime runs the ExitWatch's exit handshake (exit_watch.h), so
 // a rank returning from main while the others wait in a collective ends the job instead of
-// hanging it.
+// hanging it. The CollectiveWatchdog (watchdog.h) ends it when a collective times out or
+// can never complete.
 //
 // Internal (needs <mpi.h>); init() is the public way in.
 #pragma once
@@ -20,6 +21,7 @@
 #include <memory>
 
 #include "tessera/dist/exit_watch.h"
+#include "tessera/dist/watchdog.h"
 
 namespace tessera::dist {
 
@@ -39,6 +41,8 @@ class MpiRuntime {
   bool thread_multiple() const { return thread_multiple_; }
   // Null when the watch does not run (see exit_watch.h).
   ExitWatch* exit_watch() const { return exit_watch_.get(); }
+  // Null when the watchdog does not run: where the exit watch does not.
+  CollectiveWatchdog* watchdog() const { return watchdog_.get(); }
 
  private:
   MpiRuntime() = default;
@@ -48,6 +52,8 @@ class MpiRuntime {
   int world_size_ = 1;
   MPI_Comm control_ = MPI_COMM_NULL;  // the exit watch's own communicator
   std::unique_ptr<ExitWatch> exit_watch_;
+  MPI_Comm watchdog_control_ = MPI_COMM_NULL;  // the watchdog's
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 
 // True once MPI_Init has run and MPI_Finalize has not.

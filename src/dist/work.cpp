@@ -5,6 +5,11 @@ namespace tessera::dist {
 
 void PendingWork::wait() {
   std::unique_lock lock(mutex_);
+  if (!done_ && waits_) {
+    waits_(true);
+    finished_.wait(lock, [this] { return done_; });
+    waits_(false);
+  }
   finished_.wait(lock, [this] { return done_; });
   if (error_) std::rethrow_exception(error_);
 }

@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -38,9 +39,12 @@ class CompletedWork final : public Work {
 };
 
 // Finished by another thread (the MPI group's communication thread) through finish().
+// `waits`, when given, is told when a thread starts (true) and stops (false) waiting on it
+// (the MPI watchdog's deadlock check).
 class PendingWork final : public Work {
  public:
-  explicit PendingWork(std::string description) : description_(std::move(description)) {}
+  explicit PendingWork(std::string description, std::function<void(bool)> waits = {})
+      : description_(std::move(description)), waits_(std::move(waits)) {}
   void wait() override;
   bool is_completed() const override;
   std::string description() const override { return description_; }
@@ -49,6 +53,7 @@ class PendingWork final : public Work {
 
  private:
   std::string description_;
+  std::function<void(bool)> waits_;
   mutable std::mutex mutex_;
   std::condition_variable finished_;
   bool done_ = false;

@@ -148,7 +148,8 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
     unit->mark_tensors(unit->is_root() ? "_flat_param" : unit->name() + "._flat_param");
   }
   root.set_state_dict_override([](nn::Module& m) { return full_state_dict(m); },
-                               [](nn::Module& m, const StateDict& s, bool strict) { load_full_state_dict(m, s, strict); });
+                               [](nn::Module& m, const StateDict& s, bool strict) { load_full_state_dict(m, s, strict); },
+                               [](nn::Module& m) { return full_state_shapes(m); });
   state->install_hooks();
   root.attach(std::move(state));
 }

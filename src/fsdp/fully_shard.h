@@ -97,9 +97,13 @@ struct MixedPrecision {
 struct FullyShardOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   WrapPolicy wrap_policy{};
-  // How gradients are combined across ranks: avg (PyTorch's default; right when every rank
-  // sees as many samples and the loss is a mean) or sum (when each rank's loss is already
-  // divided by the global batch size, which keeps uneven splits exact).
+  // How gradients are combined across ranks. avg (the default, for a loss that is a mean
+  // over the rank's rows, as in PyTorch): the mean over every rank's rows. When every rank's
+  // forwards saw as many rows (dim 0 of the model's input) it is PyTorch's average; when
+  // they differ (a batch not divisible by the world size), each rank's gradient is weighted
+  // by its share of the rows, which PyTorch's average gets wrong. This costs one all-gather
+  // of a row count per backward. sum: when each rank's loss is already divided by the
+  // global batch size (exact for any split, and no exchange).
   dist::ReduceOp gradient_reduction = dist::ReduceOp::avg;
   bool prefetch = true;
   // Moves the model there first (as model.to(device); parameters not yet used stay
@@ -166,6 +170,8 @@ StateDict full_state_dict(nn::Module& root, const FullStateDictOptions& options 
 // Loads an unsharded state dict (every rank passes the full tensors; each keeps its slice).
 // What model.load_state_dict() does once sharded. Strictness as Module::load_state_dict.
 void load_full_state_dict(nn::Module& root, const StateDict& state, bool strict = true);
+// The names and shapes load_full_state_dict expects (model.state_shapes() once sharded).
+std::vector<std::pair<std::string, Shape>> full_state_shapes(nn::Module& root);
 
 // How a sharded model is laid out: one entry per unit, in the order units were made.
 struct UnitInfo {

@@ -4,6 +4,7 @@
 #include "tessera/autograd/engine.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/fsdp/state.h"
+#include "tessera/tensor/native.h"
 
 namespace tessera::fsdp::detail {
 
@@ -24,7 +25,7 @@ void FsdpState::install_hooks() {
   // The root's own parameters (its unit, if any) take mixed precision's casts like any unit's.
   const bool root_has_unit = root_unit(*this) != nullptr;
   root_.register_forward_pre_hook([this, root_has_unit](nn::Module&, Tensor& input) {
-    root_pre_forward();
+    root_pre_forward(input);
     if (root_has_unit) cast_forward_input(input);
   });
   root_.register_forward_hook([this, root_has_unit](nn::Module&, Tensor& output) {
@@ -45,8 +46,10 @@ void FsdpState::install_hooks() {
   }
 }
 
-void FsdpState::root_pre_forward() {
+void FsdpState::root_pre_forward(const Tensor& input) {
+  if (in_backward_) abandon_backward();  // the last backward threw before it finished
   in_forward_ = true;
+  if (GradMode::is_enabled() && input.defined()) rows_ += input.dim() > 0 ? input.size(0) : 1;
   if (Unit* root = root_unit(*this)) root->wait_gathered();
 }
 
@@ -81,7 +84,7 @@ void FsdpState::cast_forward_output(Tensor& output) const {
 
 void FsdpState::pre_forward(Unit& unit, Tensor& input) {
   cast_forward_input(input);
-  if (!in_forward_) root_pre_forward();  // model.forward(x) was called directly
+  if (!in_forward_) root_pre_forward(input);  // model.forward(x) was called directly
   if (!order_recorded_ && std::find(forward_order_.begin(), forward_order_.end(), &unit) == forward_order_.end()) {
     forward_order_.push_back(&unit);
   }
@@ -131,8 +134,9 @@ void FsdpState::finish_unit(Unit& unit) {
     // On CUDA the reduction runs on the collectives' stream while the device goes on with
     // the next unit's backward; it is waited for when the next reduction starts (at most
     // two unsharded gradients exist) or when backward ends. On the CPU it is waited for now.
+    if (!row_weight_) row_weight_ = row_weight();
     finish_pending_reduction();
-    unit.start_reduction();
+    unit.start_reduction(*row_weight_);
     if (unit.device().is_cuda()) {
       reducing_ = &unit;
     } else {
@@ -150,6 +154,42 @@ void FsdpState::finish_pending_reduction() {
   unit->finish_reduction();
 }
 
+std::optional<RowWeight> FsdpState::row_weight() {
+  if (options_.gradient_reduction != dist::ReduceOp::avg || group_->size() == 1 || units_.empty()) return std::nullopt;
+  NoGradGuard no_grad;
+  const Device device = units_.front()->device();  // where the group's collectives run
+  Tensor mine = native::full({1}, static_cast<double>(rows_), DType::i64, device);
+  Tensor all = native::empty({group_->size()}, DType::i64, device);
+  group_->all_gather_into(all, mine);
+  if (device.is_cpu()) {
+    std::vector<int64_t> rows = all.to_vector<int64_t>();
+    int64_t total = 0;
+    for (int64_t count : rows) total += count;
+    if (total == 0 || std::all_of(rows.begin(), rows.end(), [&](int64_t count) { return count == rows.front(); })) {
+      return std::nullopt;
+    }
+    return RowWeight{.no_rows_here = rows_ == 0,
+                     .factor = native::full({1}, static_cast<double>(rows_) / static_cast<double>(total), DType::f64,
+                                            device)};
+  }
+  // On a GPU, reading the counts would make the host wait for the device: the weight is
+  // computed there (equal rows then give 1 / world size, the average to rounding).
+  Tensor total = native::to_dtype(native::sum(all, {}, false), DType::f64);
+  return RowWeight{.no_rows_here = rows_ == 0,
+                   .factor = native::binary(native::BinaryOp::div, native::to_dtype(mine, DType::f64), total)};
+}
+
+void FsdpState::abandon_backward() {
+  for (auto& unit : units_) {
+    unit->abandon_backward();
+    if (!unit->is_root()) unit->reshard();
+  }
+  reducing_ = nullptr;
+  rows_ = 0;
+  row_weight_.reset();
+  in_backward_ = false;
+}
+
 void FsdpState::finish_backward() {
   // Units some of whose parameters got no gradient: reduce what arrived, in unit order so
   // that every rank issues the same collectives.
@@ -160,6 +200,8 @@ void FsdpState::finish_backward() {
   for (auto& unit : units_) {
     if (!unit->is_root()) unit->reshard();
   }
+  if (!no_sync) rows_ = 0;  // inside no_sync the rows add up until the reduction
+  row_weight_.reset();
   in_backward_ = false;
 }
 

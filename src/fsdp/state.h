@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tessera/fsdp/fully_shard.h"
@@ -27,8 +28,8 @@ class FsdpState final : public nn::ModuleAttachment {
   void set_reduction_group(std::shared_ptr<dist::ProcessGroup> group) { reduction_group_ = std::move(group); }
   void install_hooks();
 
-  // Schedule steps.
-  void root_pre_forward();
+  // Schedule steps. `input` is the model's (or, called directly, the unit's) forward input.
+  void root_pre_forward(const Tensor& input);
   void root_post_forward();
   void pre_forward(Unit& unit, Tensor& input);
   void post_forward(Unit& unit, Tensor& output);
@@ -38,12 +39,20 @@ class FsdpState final : public nn::ModuleAttachment {
 
  private:
   void begin_backward_once();
+  // A backward that threw part-way never ran finish_backward(): undo what it left behind
+  // (called by the next forward), so that a caught error leaves the model usable.
+  void abandon_backward();
   void finish_unit(Unit& unit);
   void finish_pending_reduction();
   // Mixed precision's casts of a unit's forward input and output (in place, recorded by autograd).
   void cast_forward_input(Tensor& input) const;
   void cast_forward_output(Tensor& output) const;
   Unit* neighbour(const Unit& unit, int step) const;
+  // avg over ranks whose forwards saw different numbers of rows: this rank's weight,
+  // rows / all ranks' rows, exchanged once per reduction (one all-gather of a count); none
+  // when gradients are summed, or (on the CPU) when every rank saw as many rows: the plain
+  // average is then the mean over all rows.
+  std::optional<RowWeight> row_weight();
 
   nn::Module& root_;
   std::shared_ptr<dist::ProcessGroup> group_;
@@ -57,6 +66,10 @@ class FsdpState final : public nn::ModuleAttachment {
   bool in_backward_ = false;
   // The CUDA unit whose gradient reduction is in flight (waited for when the next starts).
   Unit* reducing_ = nullptr;
+  // Rows (dim 0 of the input) of this rank's forwards with grad mode on since the last
+  // gradient reduction, and this backward's row weight once exchanged.
+  int64_t rows_ = 0;
+  std::optional<std::optional<RowWeight>> row_weight_;
 };
 
 // The state of a sharded root; throws ValueError when `root` is not sharded.

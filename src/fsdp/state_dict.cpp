@@ -67,6 +67,16 @@ StateDict full_state_dict(nn::Module& root, const FullStateDictOptions& options)
   return out;
 }
 
+std::vector<std::pair<std::string, Shape>> full_state_shapes(nn::Module& root) {
+  std::set<const Tensor*> shards;
+  locate(detail::state_of(root), shards);
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (auto& [name, slot] : root.state_slots()) {
+    if (!shards.count(slot)) shapes.emplace_back(name, slot->sizes());
+  }
+  return shapes;
+}
+
 void load_full_state_dict(nn::Module& root, const StateDict& state_dict, bool strict) {
   FsdpState& state = detail::state_of(root);
   std::set<const Tensor*> shards;
@@ -75,9 +85,7 @@ void load_full_state_dict(nn::Module& root, const StateDict& state_dict, bool st
   for (auto& [name, slot] : root.state_slots()) {
     if (!shards.count(slot)) slots.emplace_back(name, slot);
   }
-  std::vector<std::pair<std::string, Shape>> expected;
-  for (auto& [name, slot] : slots) expected.emplace_back(name, slot->sizes());
-  nn::check_state_dict_match(expected, state_dict, strict, root.type_name() + " (sharded)");
+  nn::check_state_dict_match(full_state_shapes(root), state_dict, strict, root.type_name() + " (sharded)");
 
   NoGradGuard no_grad;
   for (auto& [name, slot] : slots) {

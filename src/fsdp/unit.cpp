@@ -3,8 +3,10 @@
 #include <vector>
 
 #include "tessera/autograd/grad_mode.h"
+#include "tessera/dist/errors.h"
 #include "tessera/nn/sharded_parameter.h"
 #include "tessera/tensor/native.h"
+#include "tessera/tensor/shape.h"
 
 namespace tessera::fsdp::detail {
 
@@ -30,7 +32,43 @@ std::vector<FlatEntry> entries_of(const std::string& unit, const std::vector<Par
   return entries;
 }
 
+// "fc1 (fc1.weight [128, 9216], fc1.bias [128])": how errors name a unit.
+std::string unit_description(const std::string& unit, const std::vector<ParameterRef>& parameters) {
+  constexpr size_t kListed = 4;
+  std::string text = unit + " (";
+  for (size_t i = 0; i < parameters.size() && i < kListed; ++i) {
+    text += tessera::detail::concat(i > 0 ? ", " : "", parameters[i].full_name, " ", shape_str(parameters[i].slot->sizes()));
+  }
+  if (parameters.size() > kListed) text += tessera::detail::concat(" and ", parameters.size() - kListed, " more");
+  return text + ")";
+}
+
+// Runs one of the unit's collective steps; an error (an argument refused by the group, a
+// mismatch, a failed call) says which unit and step it came from, and keeps its type.
+template <class Step>
+void in_context(const std::string& context, Step&& step) {
+  try {
+    step();
+  } catch (const dist::CollectiveMismatch& e) {
+    throw dist::CollectiveMismatch(context + e.what());
+  } catch (const dist::DistError& e) {
+    throw dist::DistError(context + e.what());
+  } catch (const ShapeError& e) {
+    throw ShapeError(context + e.what());
+  } catch (const DTypeError& e) {
+    throw DTypeError(context + e.what());
+  } catch (const DeviceError& e) {
+    throw DeviceError(context + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError(context + e.what());
+  }
+}
+
 }  // namespace
+
+std::string Unit::context(std::string_view step) const {
+  return tessera::detail::concat("FSDP unit ", description_, ", ", step, " on rank ", group_.rank(), ": ");
+}
 
 Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> parameters, dist::ProcessGroup& group,
            ShardingStrategy strategy, dist::ReduceOp gradient_reduction, const MixedPrecision& mixed_precision,
@@ -46,6 +84,7 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
       counters_(counters) {
   DType dtype = DType::f32;
   std::vector<FlatEntry> entries = entries_of(name_, parameters_, dtype, device_);
+  description_ = unit_description(name_ == "(root)" ? "'(root)'" : "'" + name_ + "'", parameters_);
   layout_ = FlatLayout(std::move(entries), dtype, sharded_ ? group.size() : 1);
   param_dtype_ = mixed_precision.param_dtype.value_or(dtype);
   reduce_dtype_ = mixed_precision.reduce_dtype.value_or(param_dtype_);
@@ -54,6 +93,9 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
 
   NoGradGuard no_grad;
   full_storage_ = std::make_shared<Storage>(0, device_);
+  full_storage_->set_released_note(tessera::detail::concat(
+      "it is a parameter of FSDP unit ", description_, ", whose gathered parameters exist only during the unit's "
+      "forward and backward; read them inside fsdp::SummonFullParams, or through model.state_dict()"));
   auto full_impl = std::make_shared<TensorImpl>();
   full_impl->storage = full_storage_;
   full_impl->sizes = {layout_.padded_numel()};
@@ -132,7 +174,8 @@ void Unit::start_gather() {
   // Mixed precision gathers the shard cast to param_dtype (the cast copy lives in the Work).
   Tensor source = shard_.detach();
   if (mixed_precision()) source = native::to_dtype(source, param_dtype_);
-  pending_gather_ = group_.all_gather_into_async(full_, source);
+  in_context(context("all-gathering its parameters"),
+             [&] { pending_gather_ = group_.all_gather_into_async(full_, source); });
   counters_.all_gathered_bytes += padded_bytes();
   ++counters_.all_gathers;
   state_ = State::gathering;
@@ -140,19 +183,29 @@ void Unit::start_gather() {
 
 void Unit::wait_gathered() {
   start_gather();
-  if (state_ == State::gathering) {
-    std::shared_ptr<dist::Work> work = std::move(pending_gather_);
-    work->wait();
-    state_ = State::gathered;
+  if (state_ != State::gathering) return;
+  std::shared_ptr<dist::Work> work = std::move(pending_gather_);
+  try {
+    in_context(context("all-gathering its parameters"), [&] { work->wait(); });
+  } catch (...) {
+    // The buffer holds nothing usable: release it, so that the next forward gathers anew.
+    release_full();
+    throw;
   }
+  state_ = State::gathered;
+}
+
+void Unit::release_full() {
+  pending_gather_.reset();
+  full_storage_->resize(0);
+  counters_.add_parameter_bytes(-padded_bytes());
+  state_ = State::released;
 }
 
 void Unit::reshard() {
   if (!sharded_ || state_ == State::released) return;
   if (state_ == State::gathering) wait_gathered();
-  full_storage_->resize(0);
-  counters_.add_parameter_bytes(-padded_bytes());
-  state_ = State::released;
+  release_full();
 }
 
 void Unit::accumulate_gradient(size_t index, const Tensor& grad) {
@@ -167,17 +220,27 @@ void Unit::accumulate_gradient(size_t index, const Tensor& grad) {
   ++gradients_received_;
 }
 
-void Unit::start_reduction() {
+void Unit::start_reduction(const std::optional<RowWeight>& weight) {
   if (!full_gradient_.defined() || pending_reduction_) return;
   NoGradGuard no_grad;
-  if (sharded_) {
-    reducing_into_ = native::empty({layout_.shard_numel()}, reduce_dtype_, device_);
-    pending_reduction_ =
-        reduction_group_->reduce_scatter_into_async(reducing_into_, full_gradient_, gradient_reduction_);
-  } else {
-    reducing_into_ = full_gradient_;
-    pending_reduction_ = reduction_group_->all_reduce_async(reducing_into_, gradient_reduction_);
+  dist::ReduceOp op = gradient_reduction_;
+  if (weight) {
+    if (weight->no_rows_here) {
+      native::fill_(full_gradient_, 0.0);
+    } else {
+      native::binary_(native::BinaryOp::mul, full_gradient_, native::to_dtype(weight->factor, reduce_dtype_));
+    }
+    op = dist::ReduceOp::sum;
   }
+  in_context(context("reducing its gradients"), [&] {
+    if (sharded_) {
+      reducing_into_ = native::empty({layout_.shard_numel()}, reduce_dtype_, device_);
+      pending_reduction_ = reduction_group_->reduce_scatter_into_async(reducing_into_, full_gradient_, op);
+    } else {
+      reducing_into_ = full_gradient_;
+      pending_reduction_ = reduction_group_->all_reduce_async(reducing_into_, op);
+    }
+  });
   counters_.reduce_scattered_bytes += gradient_bytes();
   ++counters_.reduce_scatters;
 }
@@ -186,7 +249,14 @@ void Unit::finish_reduction() {
   if (!pending_reduction_) return;
   NoGradGuard no_grad;
   std::shared_ptr<dist::Work> work = std::move(pending_reduction_);
-  work->wait();
+  try {
+    in_context(context("reducing its gradients"), [&] { work->wait(); });
+  } catch (...) {
+    // This step's gradient is lost; none of it may leak into the next step's.
+    reducing_into_ = Tensor();
+    drop_unsharded_gradient();
+    throw;
+  }
   Tensor reduced = std::move(reducing_into_);
   if (reduced.dtype() != layout_.dtype()) reduced = native::to_dtype(reduced, layout_.dtype());
   Tensor existing = shard_.grad();
@@ -201,6 +271,20 @@ void Unit::finish_reduction() {
 void Unit::reduce_gradients() {
   start_reduction();
   finish_reduction();
+}
+
+void Unit::abandon_backward() {
+  if (pending_reduction_) {
+    try {
+      pending_reduction_->wait();
+    } catch (...) {  // already reported where the backward failed
+    }
+    pending_reduction_.reset();
+    reducing_into_ = Tensor();
+  }
+  drop_unsharded_gradient();
+  gradients_received_ = 0;
+  for (const ParameterRef& parameter : parameters_) parameter.slot->set_grad(Tensor());
 }
 
 void Unit::drop_unsharded_gradient() {
@@ -220,7 +304,7 @@ void Unit::write_back() {
 }
 
 Tensor Unit::full_parameter(size_t index) const {
-  TS_CHECK(state_ == State::gathered, Error, "FSDP unit '", name_, "' is not gathered");
+  TS_CHECK(state_ == State::gathered, Error, "FSDP unit ", description_, " is not gathered");
   return native::clone(view_of(index));
 }
 
@@ -228,7 +312,8 @@ Tensor Unit::gather_full_precision() {
   NoGradGuard no_grad;
   Tensor flat = native::empty({layout_.padded_numel()}, layout_.dtype(), device_);
   if (sharded_) {
-    group_.all_gather_into(flat, shard_.detach());
+    in_context(context("all-gathering its full-precision parameters"),
+               [&] { group_.all_gather_into(flat, shard_.detach()); });
   } else {
     native::copy_(flat, shard_.detach());
   }

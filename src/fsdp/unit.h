@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/dist/process_group.h"
@@ -54,6 +56,13 @@ struct Counters {
   }
 };
 
+// avg when ranks' forwards saw different numbers of rows: each rank's gradient is weighted
+// by its rows / all ranks' rows and summed, the mean over every row (see schedule.cpp).
+struct RowWeight {
+  bool no_rows_here = false;  // the gradient becomes exactly zero (a loss over 0 rows is NaN)
+  Tensor factor{};            // one float64 element on the unit's device
+};
+
 class Unit {
  public:
   // Builds the layout, fills this rank's shard from the parameters (deferred ones slice by
@@ -82,7 +91,9 @@ class Unit {
   // Parameters: gathered (or being gathered) or released.
   bool gathered() const { return state_ != State::released; }
   void start_gather();   // asynchronous all-gather into the full buffer
-  void wait_gathered();  // gathers if needed and waits
+  // Gathers if needed and waits. If the all-gather fails, its error is rethrown and the
+  // unit is released again: the next forward gathers anew.
+  void wait_gathered();
   void reshard();        // releases the full buffer (NO_SHARD keeps it)
 
   // Gradients: the unsharded gradient buffer collects each parameter's gradient.
@@ -93,14 +104,20 @@ class Unit {
   // Reduce-scatters (NO_SHARD: all-reduces) the unsharded gradient into the shard's
   // gradient, adding to what is there, and frees it: start_reduction() issues the
   // collective, finish_reduction() waits for it and does the rest (nothing when none is
-  // pending). reduce_gradients() is both.
-  void start_reduction();
+  // pending). reduce_gradients() is both. With a `weight`, the unsharded gradient is
+  // multiplied by it and summed over ranks (avg with uneven rows); else it is reduced with
+  // the unit's gradient_reduction.
+  void start_reduction(const std::optional<RowWeight>& weight = std::nullopt);
   void finish_reduction();
   void reduce_gradients();
   // The group the gradient reductions go to (default: the unit's group). On NCCL, FSDP
   // gives them a duplicate, so that they have a stream of their own.
   void set_reduction_group(dist::ProcessGroup& group) { reduction_group_ = &group; }
   void drop_unsharded_gradient();
+  // After a backward that threw part-way (a failed collective, an error in a hook): drops
+  // its unsharded gradient, the count, and the gradients left on the parameters, so that
+  // nothing of it reaches the next step. The shard's gradient is left as it was.
+  void abandon_backward();
   void reset_gradient_count() { gradients_received_ = 0; }
 
   // This rank's slice of the full buffer copied back into the shard (after the full
@@ -132,11 +149,16 @@ class Unit {
   enum class State { released, gathering, gathered };
   Tensor view_of(size_t index) const;
   void allocate_full();
+  void release_full();  // frees the gathered buffer, whatever its state
+  // "FSDP unit 'fc1' (fc1.weight [128, 9216], fc1.bias [128]), all-gathering its parameters
+  // on rank 1: ", the start of an error from one of its collective steps.
+  std::string context(std::string_view step) const;
   ElementRange shard_range() const { return layout_.shard_range(sharded_ ? group_.rank() : 0); }
   int64_t padded_bytes() const;    // the gathered buffer, in param_dtype
   int64_t gradient_bytes() const;  // the unsharded gradient, in reduce_dtype
 
   std::string name_;
+  std::string description_;  // the name and the parameters, for messages
   nn::Module& module_;
   std::vector<ParameterRef> parameters_;
   dist::ProcessGroup& group_;

@@ -149,7 +149,7 @@ std::string describe_byte(std::string_view text, size_t pos) {
 
 class Parser {
  public:
-  Parser(std::string_view text, int max_depth) : text_(text), max_depth_(max_depth) {}
+  Parser(std::string_view text, const ParseLimits& limits) : text_(text), limits_(limits) {}
 
   Value parse_document() {
     skip_whitespace();
@@ -187,8 +187,20 @@ class Parser {
     pos_ += literal.size();
   }
 
+  // Counts what the values will occupy at most (each Value; a growing vector's old and new
+  // buffers while it reallocates, up to twice more per element; keys and their set; string
+  // bytes the same way) and refuses a document that would need more than the limit.
+  void spend(size_t bytes) {
+    used_ += bytes;
+    if (used_ > limits_.max_memory_bytes) {
+      reject(pos_, detail::concat("its values need more than ", limits_.max_memory_bytes,
+                                  " bytes of memory, the limit for this document (corrupt or hostile?)"));
+    }
+  }
+
   Value parse_value(int depth) {
     size_t start = pos_;
+    spend(sizeof(Value));
     Value value;
     switch (peek()) {
       case '{': value = parse_object(depth); break;
@@ -215,7 +227,9 @@ class Parser {
   }
 
   void enter(int depth) const {
-    if (depth + 1 > max_depth_) reject(pos_, detail::concat("expected at most ", max_depth_, " levels of nesting"));
+    if (depth + 1 > limits_.max_depth) {
+      reject(pos_, detail::concat("expected at most ", limits_.max_depth, " levels of nesting"));
+    }
   }
 
   Value parse_object(int depth) {
@@ -234,6 +248,7 @@ class Parser {
       size_t key_start = pos_;
       if (peek() != '"') fail(pos_, "expected a string key");
       std::string key = parse_string().as_string();
+      spend(3 * sizeof(Member) + sizeof(std::string) + 2 * key.size() + 32);  // the member, its slack, the set's node
       if (!keys.insert(key).second) {
         reject(key_start, detail::concat("expected unique keys, but \"", key, "\" repeats"));
       }
@@ -267,6 +282,7 @@ class Parser {
     }
     while (true) {
       skip_whitespace();
+      spend(2 * sizeof(Value));  // a growing vector's spare capacity and, while it grows, its old buffer
       array.push_back(parse_value(depth + 1));
       skip_whitespace();
       if (peek() == ',') {
@@ -306,6 +322,7 @@ class Parser {
     std::string out;
     while (true) {
       if (at_end()) fail(pos_, "expected a closing '\"'");
+      if (out.size() % 4096 == 4095) spend(3 * 4096);
       auto c = static_cast<unsigned char>(text_[pos_]);
       if (c == '"') {
         ++pos_;
@@ -399,7 +416,8 @@ class Parser {
   }
 
   std::string_view text_;
-  int max_depth_;
+  ParseLimits limits_;
+  size_t used_ = 0;
   size_t pos_ = 0;
 };
 
@@ -483,7 +501,13 @@ void write_value(std::string& out, const Value& value) {
 
 }  // namespace
 
-Value parse(std::string_view text, int max_depth) { return Parser(text, max_depth).parse_document(); }
+Value parse(std::string_view text, int max_depth) { return parse(text, ParseLimits{.max_depth = max_depth}); }
+
+Value parse(std::string_view text, const ParseLimits& limits) { return Parser(text, limits).parse_document(); }
+
+ParseLimits file_limits(size_t text_bytes) {
+  return {.max_depth = 64, .max_memory_bytes = kFileMemoryPerByte * text_bytes + (size_t{1} << 20)};
+}
 
 std::string write(const Value& value) {
   std::string out;

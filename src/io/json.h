@@ -17,6 +17,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -106,9 +107,25 @@ class ParseError : public FormatError {
   std::string reason_;
 };
 
+struct ParseLimits {
+  int max_depth = 64;
+  // What the parsed values may occupy (estimated as they are built: values, keys, strings
+  // and the slack of growing arrays); beyond it, a ParseError. Unlimited by default.
+  size_t max_memory_bytes = SIZE_MAX;
+};
+
 // Parses one JSON value followed only by whitespace. Throws ParseError naming the byte
 // offset and what was expected there.
 Value parse(std::string_view text, int max_depth = 64);
+Value parse(std::string_view text, const ParseLimits& limits);
+
+// The limits for a document read from a file (a safetensors header, checkpoint metadata):
+// its values may take kFileMemoryPerByte times its size (plus 1 MiB), so a hostile file of
+// "[0,0,0,..." (estimated at up to 144 bytes of values per 2 bytes of text) is refused
+// part-way. Real headers and metadata are estimated at 20 to 27 times theirs (safetensors
+// headers of GPT-2 and the MNIST network, MNIST checkpoint metadata; long CRC lists less).
+inline constexpr size_t kFileMemoryPerByte = 32;
+ParseLimits file_limits(size_t text_bytes);
 
 // Compact JSON (no spaces), members in insertion order, non-ASCII UTF-8 written as is.
 // Doubles are written in their shortest round-trip form; NaN, infinities and strings that

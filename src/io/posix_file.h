@@ -8,7 +8,8 @@
 
 namespace tessera::io {
 
-// strerror(error), without strerror's shared buffer.
+// strerror(error), without strerror's shared buffer; for EFBIG also the process's file
+// size limit (ulimit -f) when it has one.
 std::string os_error(int error);
 
 class FileDescriptor {
@@ -37,7 +38,17 @@ class FileDescriptor {
   int fd_ = -1;
 };
 
-// Writes all `count` bytes; returns 0 or the errno of the failing write.
+// Opens `path` (following symbolic links) for reading if it is a regular file, without
+// ever blocking: a FIFO, a device or a directory is refused with an IOError naming the
+// path and what it is ("is a FIFO (named pipe), not a regular file"), before anything is
+// read. `size`, when given, receives the file's size.
+FileDescriptor open_regular_file(const std::string& path, uint64_t* size = nullptr);
+// "a directory", "a FIFO (named pipe)", "a socket", ... for a stat st_mode.
+std::string file_type_name(unsigned mode);
+
+// Writes all `count` bytes; returns 0 or the errno of the failing write. Bytes that would
+// pass the process's file size limit (ulimit -f) are not written: EFBIG instead of the
+// SIGXFSZ that would kill the process with no message.
 int write_all(int fd, const void* data, size_t count);
 // Reads up to `count` bytes at `offset`, stopping early only at the end of the file.
 // Returns the bytes read, or -errno.

@@ -163,18 +163,7 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
 int64_t TensorEntry::numel() const { return shape_numel(shape); }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    int error = errno;
-    throw IOError(detail::concat("cannot open '", path, "': ", os_error(error)));
-  }
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) {
-    int error = errno;
-    throw IOError(detail::concat("cannot stat '", path, "': ", os_error(error)));
-  }
-  if (!S_ISREG(info.st_mode)) throw IOError(detail::concat("cannot load '", path, "': not a regular file"));
-  file_size_ = static_cast<uint64_t>(info.st_size);
+  FileDescriptor fd = open_regular_file(path, &file_size_);
 
   auto read_exactly = [&](void* out, uint64_t count, uint64_t offset, const char* what) {
     int64_t got = pread_full(fd.get(), out, count, offset);
@@ -204,7 +193,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 
   json::Value header;
   try {
-    header = json::parse(text);
+    header = json::parse(text, json::file_limits(text.size()));
   } catch (const json::ParseError& e) {
     format_error(path, length_field_bytes + e.offset(), "", "invalid JSON header: " + e.reason());
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -260,19 +261,23 @@ StateDict Module::state_dict() {
   return out;
 }
 
-void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& expected, const StateDict& state,
-                            bool strict, const std::string& what) {
+void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& expected,
+                            const std::vector<std::pair<std::string, Shape>>& found, bool strict,
+                            const std::string& what) {
   std::vector<std::string> missing, unexpected, mismatched;
+  std::map<std::string, const Shape*> found_shapes;
+  for (const auto& [name, shape] : found) found_shapes.emplace(name, &shape);
   std::set<std::string> known;
   for (const auto& [name, shape] : expected) {
     known.insert(name);
-    if (!state.contains(name)) {
+    auto it = found_shapes.find(name);
+    if (it == found_shapes.end()) {
       missing.push_back(name);
-    } else if (state.at(name).sizes() != shape) {
-      mismatched.push_back(name + ": checkpoint " + shape_str(state.at(name).sizes()) + ", model " + shape_str(shape));
+    } else if (*it->second != shape) {
+      mismatched.push_back(name + ": checkpoint " + shape_str(*it->second) + ", model " + shape_str(shape));
     }
   }
-  for (const auto& [name, tensor] : state) {
+  for (const auto& [name, shape] : found) {
     if (known.count(name) == 0) unexpected.push_back(name);
   }
   if (mismatched.empty() && (!strict || (missing.empty() && unexpected.empty()))) return;
@@ -289,15 +294,20 @@ void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& ex
   throw ValueError(message.str());
 }
 
+void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& expected, const StateDict& state,
+                            bool strict, const std::string& what) {
+  std::vector<std::pair<std::string, Shape>> found;
+  for (const auto& [name, tensor] : state) found.emplace_back(name, tensor.sizes());
+  check_state_dict_match(expected, found, strict, what);
+}
+
 void Module::load_state_dict(const StateDict& state, bool strict) {
   if (load_state_dict_override_) {
     load_state_dict_override_(*this, state, strict);
     return;
   }
   std::vector<std::pair<std::string, Tensor*>> slots = state_slots();
-  std::vector<std::pair<std::string, Shape>> expected;
-  for (auto& [name, slot] : slots) expected.emplace_back(name, slot->sizes());
-  check_state_dict_match(expected, state, strict, type_name());
+  check_state_dict_match(state_shapes(), state, strict, type_name());
   // Copy into the registered tensors (their identity is kept, as optimizers hold them).
   NoGradGuard no_grad;
   for (auto& [name, target] : slots) {
@@ -306,6 +316,13 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     if (is_deferred(slot)) slot.storage()->resize(slot.storage()->nbytes());  // allocate without filling
     native::copy_(slot, state.at(name));
   }
+}
+
+std::vector<std::pair<std::string, Shape>> Module::state_shapes() {
+  if (state_shapes_override_) return state_shapes_override_(*this);
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (auto& [name, slot] : state_slots()) shapes.emplace_back(name, slot->sizes());
+  return shapes;
 }
 
 std::vector<std::pair<std::string, Tensor*>> Module::state_slots() {
@@ -338,9 +355,11 @@ void Module::remove_hook(int handle) {
   std::erase_if(hooks_, [handle](const HookEntry& h) { return h.handle == handle; });
 }
 
-void Module::set_state_dict_override(StateDictOverride state_dict, LoadStateDictOverride load) {
+void Module::set_state_dict_override(StateDictOverride state_dict, LoadStateDictOverride load,
+                                     StateShapesOverride shapes) {
   state_dict_override_ = std::move(state_dict);
   load_state_dict_override_ = std::move(load);
+  state_shapes_override_ = std::move(shapes);
 }
 
 Tensor& Module::hide_parameter(const std::string& name) {

@@ -44,6 +44,7 @@ class Module {
   using ForwardHook = std::function<void(Module& module, Tensor& output)>;
   using StateDictOverride = std::function<StateDict(Module& module)>;
   using LoadStateDictOverride = std::function<void(Module& module, const StateDict& state, bool strict)>;
+  using StateShapesOverride = std::function<std::vector<std::pair<std::string, Shape>>(Module& module)>;
 
   Module() = default;
   virtual ~Module() = default;
@@ -107,6 +108,10 @@ class Module {
   // Copies `state` into the registered tensors. Strict: every key must match, and the
   // error lists missing keys, unexpected keys and shape mismatches together.
   void load_state_dict(const StateDict& state, bool strict = true);
+  // The names and shapes load_state_dict() expects, in state_dict() order, without
+  // gathering or reading anything: check a file's header against them before reading its
+  // tensors (check_state_dict_match below), so that a wrong file costs no memory.
+  std::vector<std::pair<std::string, Shape>> state_shapes();
 
   // Hooks; the returned handle removes them.
   int register_forward_pre_hook(ForwardPreHook hook);
@@ -114,7 +119,8 @@ class Module {
   void remove_hook(int handle);
 
   // Extension points for FSDP, which replaces how a sharded model's state is gathered.
-  void set_state_dict_override(StateDictOverride state_dict, LoadStateDictOverride load);
+  void set_state_dict_override(StateDictOverride state_dict, LoadStateDictOverride load,
+                               StateShapesOverride shapes = {});
   // Hides a registered parameter from parameters()/named_parameters() (FSDP exposes the
   // flat shard instead) while keeping it in the registry; the slot is returned.
   Tensor& hide_parameter(const std::string& name);
@@ -174,6 +180,7 @@ class Module {
   std::vector<std::shared_ptr<ModuleAttachment>> attachments_;
   StateDictOverride state_dict_override_;
   LoadStateDictOverride load_state_dict_override_;
+  StateShapesOverride state_shapes_override_;
   std::string path_;
   bool training_ = true;
   int next_hook_handle_ = 0;
@@ -184,6 +191,10 @@ class Module {
 // Shape mismatches always fail; missing and unexpected keys only when strict.
 void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& expected, const StateDict& state,
                             bool strict, const std::string& what);
+// The same on names and shapes alone (`found`: a safetensors file's header, say).
+void check_state_dict_match(const std::vector<std::pair<std::string, Shape>>& expected,
+                            const std::vector<std::pair<std::string, Shape>>& found, bool strict,
+                            const std::string& what);
 
 // PyTorch-style printing: "Net(\n  (fc1): Linear(in_features=784, ...)\n ...)".
 std::ostream& operator<<(std::ostream& out, Module& module);

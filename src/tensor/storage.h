@@ -54,12 +54,17 @@ class Storage {
   // Releases the current bytes and allocates `nbytes` new ones; the contents are lost.
   // resize(0) frees the memory while keeping the object (and every view of it) alive.
   void resize(size_t nbytes);
+  // What an error says when a tensor of this storage is read while it has no memory
+  // (FSDP names the unit and its parameters).
+  void set_released_note(std::string note) { released_note_ = std::move(note); }
+  const std::string& released_note() const { return released_note_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   std::optional<PendingInit> pending_;
+  std::string released_note_;
 };
 
 // Copies raw bytes between devices (host <-> CUDA goes through the CUDA runtime).

@@ -75,8 +75,9 @@ std::string Tensor::str() const {
 void* Tensor::data_ptr() const {
   check_defined("data_ptr");
   auto* base = static_cast<char*>(impl_->storage->data());
-  TS_CHECK(base != nullptr || numel() == 0, ValueError, "data_ptr(): ", str(),
-           " has no memory (its storage was released, e.g. an FSDP parameter outside its unit)");
+  TS_CHECK(base != nullptr || numel() == 0, ValueError, "data_ptr(): ", str(), " has no memory",
+           impl_->storage->released_note().empty() ? " (its storage was released, e.g. an FSDP parameter outside its unit)"
+                                                   : ": " + impl_->storage->released_note());
   return base + impl_->offset * static_cast<int64_t>(element_size());
 }
 

@@ -49,7 +49,9 @@ bool view_strides(const Tensor& self, const Shape& shape, Shape& strides) {
   const Shape& old_sizes = self.sizes();
   const Shape& old_strides = self.strides();
   strides.assign(shape.size(), 0);
-  if (self.numel() == 0) {
+  // No elements, or one element of a 0-d tensor (whose dims are all 1 in any view): every
+  // layout is a view (a 0-d tensor has no strides to follow below).
+  if (self.numel() == 0 || old_sizes.empty()) {
     strides = contiguous_strides(shape);
     return true;
   }

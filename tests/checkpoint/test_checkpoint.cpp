@@ -209,6 +209,40 @@ TEST_CASE("NO_SHARD models save and load like sharded ones") {
   check_same(loaded.adam->state_dict(), saved.adam->state_dict());
 }
 
+TEST_CASE("a model with batch norm (ResNet) round-trips through sharded and full checkpoints, at 1 and 3 ranks' layouts") {
+  // Batch norm's buffers include a 0-d num_batches_tracked, which a flat view once refused.
+  TempDir dir;
+  auto make = [](uint64_t seed) {
+    auto model = ts::models::resnet18({.num_classes = 3, .width = 4});
+    model->reset_parameters(seed);
+    ts::fsdp::fully_shard(*model, one_rank(), {.wrap_policy = ts::fsdp::WrapPolicy::module_type({"BasicBlock"})});
+    return model;
+  };
+  auto trained = make(1);
+  ts::optim::SGD sgd(trained->parameters(), {.lr = 0.1, .momentum = 0.9});
+  ts::Generator gen(5);
+  for (int step = 0; step < 2; ++step) {
+    sgd.zero_grad();
+    ts::cross_entropy((*trained)(ts::randn({4, 3, 32, 32}, gen)), ts::randint(0, 3, {4}, gen)).backward();
+    sgd.step();
+  }
+  const ts::StateDict expected = trained->state_dict();
+  CHECK(expected.at("bn1.num_batches_tracked").dim() == 0);
+  CHECK(expected.at("bn1.num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>{2});
+
+  ckpt::save_sharded(dir.file("sharded"), *trained, {.optimizer = &sgd}, {.step = 2});
+  ckpt::save_full(dir.file("full.safetensors"), *trained, {.optimizer = &sgd}, {.step = 2});
+  ckpt::ShardedCheckpoint sharded(dir.file("sharded"));
+  ckpt::write_sharded(sharded, dir.file("three"), 3);
+  for (const std::string& path : {dir.file("sharded"), dir.file("full.safetensors"), dir.file("three")}) {
+    CAPTURE(path);
+    auto target = make(7);
+    ts::optim::SGD target_sgd(target->parameters(), {.lr = 0.1, .momentum = 0.9});
+    CHECK(ckpt::load(path, *target, {.optimizer = &target_sgd}).step == 2);
+    check_same(target->state_dict(), expected);
+  }
+}
+
 TEST_CASE("the manager keeps the last N, moves latest, replaces a step and drops abandoned ones") {
   TempDir dir;
   const std::string root = dir.file("ckpts");
@@ -231,7 +265,7 @@ TEST_CASE("the manager keeps the last N, moves latest, replaces a step and drops
   // Saving step 5 again replaces it whole.
   manager.save(trained.model, trained.with(), {.step = 5, .epoch = 42});
   CHECK(entries_of(root) ==
-        std::vector<std::string>{"latest", "step-00000004", "step-00000005"});
+        std::vector<std::string>{".lock", "latest", "step-00000004", "step-00000005"});
   ckpt::TrainingState back = *manager.restore(trained.model, trained.with());
   CHECK(back.epoch == 42);
 

@@ -195,7 +195,7 @@ TEST_CASE("metadata with overlapping, oversized or missing ranges is refused wit
   REQUIRE(::truncate(path.c_str(), int64_t{3} << 30) == 0);
   outcome = outcome_of([&] { ckpt::ShardedCheckpoint reader(f.sharded); });
   check_format_error(outcome, path);
-  CHECK(contains(outcome.message, "over the 1073741824-byte limit"));
+  CHECK(contains(outcome.message, "over the 67108864-byte limit"));
   write_file_bytes(path, original);
   ckpt::ShardedCheckpoint intact(f.sharded);
   intact.verify_all();

@@ -68,6 +68,16 @@ TEST_CASE("tessera-checkpoint: help, info, verify, conversions, corrupt input an
   CHECK(run_tool("").status == 2);
   CHECK(run_tool("frobnicate x").status == 2);
   CHECK(run_tool("to-sharded a b").status == 2);  // no --world-size
+  // A world size is an integer from 1 to 99999 (five-digit rank file names), nothing else.
+  for (const char* bad : {"1048576", "100000", "0", "-2", "0x10", "8.0", "1e3", " 8", ""}) {
+    CAPTURE(bad);
+    ToolRun refused = run_tool("to-sharded " + dir.file("full.safetensors") + " " + dir.file("refused") +
+                               " --world-size '" + bad + "'");
+    CHECK(refused.status == 2);
+    CHECK(contains(refused.err, "--world-size expects an integer from 1 to 99999 (rank files are numbered with five "
+                                "digits), got '" + std::string(bad) + "'"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("refused")));
+  }
   ToolRun missing = run_tool("info " + dir.file("nowhere"));
   CHECK(missing.status == 1);
   CHECK(contains(missing.err, "nowhere"));

@@ -2,6 +2,7 @@
 // truncation at every header offset and at data offsets; overlong files; lying sizes that
 // must fail before anything of their size is allocated.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -275,9 +276,15 @@ TEST_CASE("IDX sizes that overflow or promise more than the file holds") {
     Bytes bytes = data_test::concat(data_test::idx_header(0x08, {0xFFFFFFFF, 16}), Bytes(100, 7));
     for_raw_and_gzip(dir, "liar.idx", bytes, [&](const std::filesystem::path& file, bool gzip) {
       std::string message = error_of<ts::data::DataError>([&] { ts::data::read_idx(file); });
-      CHECK(contains(message, offset_text(12 + 100, gzip)));
       CHECK(contains(message, "promises 68719476720 data bytes"));
-      CHECK(contains(message, "found 100"));
+      if (gzip) {  // refused from the compressed size alone, before decompressing anything
+        CHECK(contains(message, offset_text(12, gzip)));
+        CHECK(contains(message, "more than a gzip file of "));
+        CHECK(contains(message, "bytes can hold (deflate expands at most 1032 times)"));
+      } else {
+        CHECK(contains(message, offset_text(12 + 100, gzip)));
+        CHECK(contains(message, "found 100"));
+      }
     });
   }
 }
@@ -313,6 +320,14 @@ TEST_CASE("IDX files that are missing or not files") {
   CHECK(message == "IDX file '" + (dir / "nowhere.idx").string() + "': cannot open it: No such file or directory");
   message = error_of<ts::data::DataError>([&] { ts::data::read_idx(dir.path()); });
   CHECK(contains(message, "is a directory"));
+  // A FIFO is refused before it is opened for reading, which would wait for a writer forever.
+  REQUIRE(::mkfifo((dir / "fifo.idx").c_str(), 0644) == 0);
+  for (bool header_only : {false, true}) {
+    message = error_of<ts::data::DataError>([&] {
+      header_only ? (void)ts::data::read_idx_header(dir / "fifo.idx") : (void)ts::data::read_idx(dir / "fifo.idx");
+    });
+    CHECK(message == "IDX file '" + (dir / "fifo.idx").string() + "': it is a FIFO (named pipe), expected a file");
+  }
   // DataError is a tessera::Error, so one catch handles every library failure.
   CHECK_THROWS_AS(ts::data::read_idx(dir / "nowhere.idx"), ts::Error);
 }

@@ -146,21 +146,21 @@ TEST_CASE("MNIST errors name the files") {
   SUBCASE("images of the wrong shape") {
     write_fake(dir.path(), {.samples = 2, .image_sizes = {2, 28, 27}});
     std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
-    CHECK(contains(message, "train-images-idx3-ubyte': expected uint8 images [N, 28, 28], found Tensor[2, 28, 27]"));
+    CHECK(contains(message, "train-images-idx3-ubyte': expected uint8 images [N, 28, 28], found 0x08 (uint8) [2, 28, 27]"));
   }
   SUBCASE("images of the wrong type") {
     write_fake(dir.path(), {.samples = 1});
     data_test::write_raw(dir / "train-images-idx3-ubyte",
                          data_test::concat(data_test::idx_header(0x0D, {1, 28, 28}), Bytes(784 * 4, 0)));
     std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
-    CHECK(contains(message, "expected uint8 images [N, 28, 28], found Tensor[1, 28, 28] float32"));
+    CHECK(contains(message, "expected uint8 images [N, 28, 28], found 0x0D (float32) [1, 28, 28]"));
   }
   SUBCASE("labels of two dimensions") {
     write_fake(dir.path(), {.samples = 2});
     data_test::write_gzip(dir / "train-labels-idx1-ubyte.gz",
                           data_test::concat(data_test::idx_header(0x08, {2, 1}), Bytes{1, 2}));
     std::string message = error_of<ts::data::DataError>([&] { ts::data::MNIST(dir.path(), Split::train); });
-    CHECK(contains(message, "train-labels-idx1-ubyte.gz': expected uint8 labels [N], found Tensor[2, 1]"));
+    CHECK(contains(message, "train-labels-idx1-ubyte.gz': expected uint8 labels [N], found 0x08 (uint8) [2, 1]"));
   }
   SUBCASE("a damaged file is the IDX reader's error") {
     write_fake(dir.path(), {.samples = 2});

@@ -10,6 +10,12 @@
 //   return    rank 1 returns from main mid-step while rank 0 waits in an all-reduce
 //   return_then_issue  rank 1 returns from main; rank 0 computes a while, then issues one
 //   uneven_finish      a correct job: rank 1 ends early, rank 0 later; both must exit 0
+//   sigstop   rank 1 stops itself (SIGSTOP) mid-step: the others' collective times out
+//             (run with a short TESSERA_DIST_TIMEOUT)
+//   compute_forever    rank 1 computes (sleeps) for a minute mid-step: a timeout naming it
+//   cross_group        rank 0 waits on a duplicate group, rank 1 on the world: a deadlock
+//   mismatch_silent    (debug mode off) rank 0 broadcasts from rank 0, rank 1 from rank 1;
+//             both catch CollectiveMismatch, print it and return 3
 #include <unistd.h>
 
 #include <chrono>
@@ -67,6 +73,36 @@ int fail_mid_step(ts::dist::ProcessGroup& world, Fail fail) {
   return 0;
 }
 
+// Rank 0 waits on a duplicate of the world while rank 1 waits on the world itself: each
+// group's call waits for a rank that is in the other's.
+int cross_group(ts::dist::ProcessGroup& world) {
+  std::shared_ptr<ts::dist::ProcessGroup> copy = world.duplicate();
+  world.barrier();
+  mark_event(world.rank(), "waiting on a group the other rank is not in");
+  if (world.rank() == 0) {
+    copy->barrier();
+    world.barrier();
+  } else {
+    world.barrier();
+    copy->barrier();
+  }
+  std::fprintf(stderr, "rank %d finished normally\n", world.rank());
+  return 0;
+}
+
+int mismatch_silent(ts::dist::ProcessGroup& world) {
+  ts::Tensor values = ts::full({4}, static_cast<double>(world.rank()));
+  try {
+    mark_event(world.rank(), "broadcasting from a root the other rank does not name");
+    world.broadcast(values, world.rank());
+  } catch (const ts::dist::CollectiveMismatch& error) {
+    std::fprintf(stderr, "rank %d caught: %s\n", world.rank(), error.what());
+    return 3;
+  }
+  std::fprintf(stderr, "rank %d finished normally (values %g)\n", world.rank(), values.sum().item<double>());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,12 +143,31 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d finished normally\n", world->rank());
     return 0;
   }
+  if (scenario == "sigstop") {
+    return fail_mid_step(*world, [&]() -> bool {
+      mark_event(world->rank(), "stopping itself (SIGSTOP)");
+      std::raise(SIGSTOP);
+      return false;
+    });
+  }
+  if (scenario == "compute_forever") {
+    return fail_mid_step(*world, [&]() -> bool {
+      mark_event(world->rank(), "computing for a minute");
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      return false;
+    });
+  }
+  if (scenario == "cross_group") return cross_group(*world);
+  if (scenario == "mismatch_silent") return mismatch_silent(*world);
   if (scenario == "throw") {
     return fail_mid_step(*world, [&]() -> bool {
       mark_event(world->rank(), "throwing");
       throw std::runtime_error("deliberate failure in step 3");
     });
   }
-  std::fprintf(stderr, "usage: %s mismatch|exit|sigkill|throw|return|return_then_issue|uneven_finish\n", argv[0]);
+  std::fprintf(stderr,
+               "usage: %s mismatch|exit|sigkill|throw|return|return_then_issue|uneven_finish|sigstop|compute_forever|"
+               "cross_group|mismatch_silent\n",
+               argv[0]);
   return 2;
 }

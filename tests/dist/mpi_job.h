@@ -1,4 +1,4 @@
-// Running a worker program under `mpirun -np 2` and timing how its job ends, for the tests
+// Running a worker program under `mpirun -np N` (2 unless told) and timing how its job ends, for the tests
 // of job-level failure guarantees (dist's and FSDP's misuse tests). The worker prints a
 // line "...; event <ns since epoch>" at the moment of the failure it provokes; the time from
 // the latest such stamp to mpirun's exit is what the guarantees bound.
@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "test_support.h"
@@ -48,9 +49,13 @@ inline int64_t latest_event(const std::string& output) {
   return latest;
 }
 
-// Runs `$<worker_variable> <scenario>` under `$MPIRUN -np 2` (both paths from the
+// Extra variables for the job's environment, e.g. {{"TESSERA_DIST_TIMEOUT", "2"}}.
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+// Runs `$<worker_variable> <scenario>` under `$MPIRUN -np <ranks>` (both paths from the
 // environment, set by meson test), with debug mode on or off.
-inline JobResult run_job(const char* worker_variable, const std::string& scenario, bool debug) {
+inline JobResult run_job(const char* worker_variable, const std::string& scenario, bool debug,
+                         const Environment& environment = {}, int ranks = 2) {
   const char* mpirun = std::getenv("MPIRUN");
   const char* worker = std::getenv(worker_variable);
   REQUIRE_MESSAGE(mpirun != nullptr, "MPIRUN is not set (meson test sets it)");
@@ -74,7 +79,10 @@ inline JobResult run_job(const char* worker_variable, const std::string& scenari
     } else {
       unsetenv("TESSERA_DIST_DEBUG");
     }
-    execl(mpirun, mpirun, "-np", "2", "--oversubscribe", worker, scenario.c_str(), static_cast<char*>(nullptr));
+    unsetenv("TESSERA_DIST_TIMEOUT");
+    for (const auto& [name, value] : environment) setenv(name.c_str(), value.c_str(), 1);
+    const std::string np = std::to_string(ranks);
+    execl(mpirun, mpirun, "-np", np.c_str(), "--oversubscribe", worker, scenario.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
 

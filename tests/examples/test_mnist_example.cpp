@@ -2,6 +2,7 @@
 // output, its flags, saving and loading weights, and the clear errors and non-zero exit
 // it gives for missing, truncated and corrupt files.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <tessera/tessera.h>
 
@@ -53,12 +54,12 @@ TEST_CASE("--help lists the flags; an unknown flag is a usage error") {
   for (const char* flag : {"--data", "--epochs", "--batch-size", "--test-batch-size", "--lr", "--optimizer",
                            "--momentum", "--gamma", "--seed", "--threads", "--save", "--init", "--log-interval",
                            "--dry-run", "--json", "--checkpoint-dir", "--checkpoint-every", "--keep-checkpoints",
-                           "--resume"}) {
+                           "--resume", "--overwrite-checkpoints"}) {
     CHECK_MESSAGE(contains(help.out, flag), flag);
   }
   Run bad = run_example("--epochs two");
   CHECK(bad.status == 2);
-  CHECK(contains(bad.err, "--epochs expects a non-negative integer, got 'two'"));
+  CHECK(contains(bad.err, "--epochs expects an integer from 0 to 9223372036854775807, got 'two'"));
   CHECK(run_example("--frobnicate").status == 2);
 }
 
@@ -102,6 +103,38 @@ TEST_CASE("--save writes PyTorch-named weights that --init loads back") {
   Run loaded = run_example(common + " --init " + weights);
   INFO(loaded.err);
   CHECK(loaded.status == 0);
+}
+
+TEST_CASE("--init checks the file's names and shapes before reading it: a sparse 16 GiB tensor of the wrong shape costs nothing") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  const std::string common = "--data " + data.path().string() + " --dry-run --json --threads 1";
+  const std::string weights = (data / "net.safetensors").string();
+  REQUIRE(run_example(common + " --save " + weights).status == 0);
+  // Under a 6 GB address-space limit the run still works with the right file, but could not
+  // allocate the 16 GiB tensor: only a check before reading gives the shape error.
+  const std::string limited = "ulimit -v 6000000 && ";
+  Run control = test_support::run_program(limited + test_support::program_from_env("MNIST_EXAMPLE") + " " + common +
+                                          " --init " + weights);
+  INFO(control.err);
+  REQUIRE(control.status == 0);
+
+  const std::string hostile = (data / "hostile.safetensors").string();
+  const uint64_t tensor_bytes = uint64_t{16} << 30;
+  std::string header = "{\"conv1.weight\":{\"dtype\":\"F32\",\"shape\":[4194304,1024],\"data_offsets\":[0," +
+                       std::to_string(tensor_bytes) + "]}}";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  Bytes bytes(8, 0);
+  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<uint8_t>((header.size() >> (8 * i)) & 0xFF);
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  data_test::write_raw(hostile, bytes);
+  REQUIRE(::truncate(hostile.c_str(), static_cast<off_t>(bytes.size() + tensor_bytes)) == 0);  // sparse
+  Run refused = test_support::run_program(limited + test_support::program_from_env("MNIST_EXAMPLE") + " " + common +
+                                          " --init " + hostile);
+  CHECK(refused.status == 1);
+  CHECK(contains(refused.err, "load_state_dict: the state does not match this Net (--init " + hostile + ")."));
+  CHECK(contains(refused.err, "conv1.weight: checkpoint [4194304, 1024], model [32, 1, 3, 3]"));
+  CHECK(contains(refused.err, "missing keys:"));
 }
 
 TEST_CASE("missing, truncated and corrupt inputs end with a clear error and a non-zero exit") {
@@ -237,4 +270,84 @@ TEST_CASE("--checkpoint-dir, --checkpoint-every and --resume continue a run exac
                           (data / "empty").string() + " --resume");
   CHECK(fresh.status == 0);
   CHECK(contains(fresh.out, "starting from scratch"));
+}
+
+TEST_CASE("another run's checkpoints are refused without --resume or --overwrite-checkpoints; a lost latest is recovered") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  const std::string checkpoints = (data / "ckpt").string();
+  const std::string common = "--data " + data.path().string() + " --epochs 1 --batch-size 16 --test-batch-size 20 " +
+                             "--json --threads 1 --checkpoint-dir " + checkpoints + " --checkpoint-every 2";
+  REQUIRE(run_example(common).status == 0);  // steps 2, 4, 6
+  Run again = run_example(common);
+  CHECK(again.status == 1);
+  CHECK(contains(again.err, "checkpoint folder '" + checkpoints + "' holds the checkpoints of another run (latest, "
+                            "step-00000006, step-00000004, step-00000002)"));
+  CHECK(parse_printed(again.out).train.empty());  // refused before training
+  CHECK(read_text(checkpoints + "/latest") == "step-00000006\n");
+  CHECK(run_example(common + " --overwrite-checkpoints").status == 0);
+
+  std::filesystem::remove(checkpoints + "/latest");
+  Run resumed = run_example(common + " --resume --epochs 2");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(parse_printed(resumed.out).resumed_step == 6);
+  CHECK(contains(resumed.out, "--resume: '" + checkpoints + "/latest' is missing (a crash right after a save?); "
+                              "resuming from the newest complete checkpoint, " + checkpoints + "/step-00000006"));
+
+  Run not_a_folder = run_example("--data " + data.path().string() + " --dry-run --checkpoint-dir " +
+                                 (data / "train-images-idx3-ubyte").string());
+  CHECK(not_a_folder.status == 1);
+  CHECK(contains(not_a_folder.err, "train-images-idx3-ubyte' is a regular file, not a folder"));
+}
+
+TEST_CASE("numbers on the command line are read exactly, in range, or refused naming the flag and the text") {
+  struct Bad {
+    const char* arguments;
+    const char* message;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"--epochs 1e30", "--epochs expects an integer from 0 to 9223372036854775807, got '1e30'"},
+           {"--batch-size 0x10", "--batch-size expects an integer from 0 to 9223372036854775807, got '0x10'"},
+           {"--keep-checkpoints 3e9", "--keep-checkpoints expects an integer from 0 to 2147483647, got '3e9'"},
+           {"--keep-checkpoints 3000000000", "--keep-checkpoints expects an integer from 0 to 2147483647, got '3000000000'"},
+           {"--seed 18446744073709551616", "--seed expects an integer from 0 to 18446744073709551615, got '18446744073709551616'"},
+           {"--threads -1", "--threads expects an integer from 0 to 2147483647, got '-1'"},
+           {"--log-interval 2.5", "--log-interval expects an integer from 0 to 9223372036854775807, got '2.5'"},
+           {"--lr inf", "--lr expects a finite number, got 'inf'"},
+           {"--gamma nan", "--gamma expects a finite number, got 'nan'"},
+           {"--momentum 0.9x", "--momentum expects a finite number, got '0.9x'"},
+       }) {
+    Run run = run_example(bad.arguments);
+    CHECK_MESSAGE(run.status == 2, bad.arguments);
+    CHECK_MESSAGE(contains(run.err, std::string("mnist: ") + bad.message), bad.arguments, ": ", run.err);
+  }
+
+  // 2^53 + 1 keeps its last digit (a double would round it to 2^53).
+  TempDir data;
+  write_fake_mnist(data.path());
+  Run seeded = run_example("--data " + data.path().string() + " --dry-run --threads 1 --seed 9007199254740993 " +
+                           "--checkpoint-dir " + (data / "ckpt").string() + " --checkpoint-every 1");
+  INFO(seeded.err);
+  REQUIRE(seeded.status == 0);
+  CHECK(contains(read_text((data / "ckpt" / "step-00000001" / "metadata.json").string()), "\"seed\":9007199254740993"));
+}
+
+TEST_CASE("a run that diverges stops with a clear message on a non-finite loss, before printing or saving it") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  Run diverged = run_example("--data " + data.path().string() + " --epochs 1 --batch-size 16 --json --threads 1 " +
+                             "--log-interval 1 --optimizer sgd --lr 1e30 --checkpoint-dir " + (data / "ckpt").string() +
+                             " --checkpoint-every 1");
+  CHECK(diverged.status == 1);
+  CHECK(contains(diverged.err, "mnist: error: the loss is "));
+  CHECK(contains(diverged.err, "training diverged (a learning rate too large"));
+  CHECK_FALSE(contains(diverged.err, "has no JSON form"));
+  // Every checkpoint written holds a finite loss: the diverged step was not saved.
+  for (const auto& entry : std::filesystem::directory_iterator(data / "ckpt")) {
+    if (entry.path().filename().string().rfind("step-", 0) != 0) continue;
+    std::string metadata = read_text((entry.path() / "metadata.json").string());
+    CHECK_FALSE(contains(metadata, "\"loss_sum\":\"nan\""));
+    CHECK_FALSE(contains(metadata, "\"loss_sum\":\"inf\""));
+  }
 }

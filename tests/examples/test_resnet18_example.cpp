@@ -57,6 +57,10 @@ TEST_CASE("--help lists the flags; bad flags are usage errors") {
   CHECK(bad.status == 2);
   CHECK(contains(bad.err, "--image-size must be at least 32"));
   CHECK(run_example("--epochs x").status == 2);
+  Run inexact = run_example("--width 1e3");
+  CHECK(inexact.status == 2);
+  CHECK(contains(inexact.err, "resnet18: --width expects an integer from 0 to 9223372036854775807, got '1e3'"));
+  CHECK(contains(run_example("--lr inf").err, "resnet18: --lr expects a finite number, got 'inf'"));
   CHECK(run_example("--frobnicate").status == 2);
   CHECK(run_program(program_from_env("MAKE_IMAGE_FOLDER") + " --classes 9 x").status == 2);
 }
@@ -134,4 +138,15 @@ TEST_CASE("under mpirun -np 2, ResNet-18 trains on a generated image folder and 
   CHECK(saved.size() == 122);
   CHECK(saved.at("fc.weight").sizes() == ts::Shape{4, 512});
   CHECK(saved.at("layer4.1.bn2.num_batches_tracked").item<int64_t>() == 4 * 6);
+}
+
+TEST_CASE("a diverged run stops with a clear message on a non-finite loss") {
+  TempDir dir;
+  make_folder(dir / "images", "--classes 3 --train 4 --val 2 --min-size 32 --max-size 40");
+  Run run = run_example("--data " + (dir / "images").string() + " --batch-size 6 --image-size 32 --width 4 --threads 1 " +
+                        "--json --dry-run --lr 1e30 --save " + (dir / "out.safetensors").string());
+  CHECK(run.status == 1);
+  CHECK(contains(run.err, "resnet18: error: the loss is "));
+  CHECK(contains(run.err, "training diverged"));
+  CHECK_FALSE(std::filesystem::exists(dir / "out.safetensors"));  // nothing saved
 }

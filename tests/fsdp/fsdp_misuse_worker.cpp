@@ -1,6 +1,6 @@
 // FSDP training that goes wrong on purpose, run by test_fsdp_misuse under `mpirun -np 2`.
 // Each scenario marks its moment of failure with "event <nanoseconds since the epoch>".
-//   mismatch  rank 1 builds a different fc2, so the ranks' collectives disagree (debug mode)
+//   mismatch  rank 1 builds a different fc2, so the ranks' collectives disagree
 //   exit      rank 1 calls _exit(3) in the middle of a training step
 #include <unistd.h>
 

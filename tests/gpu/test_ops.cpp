@@ -143,6 +143,12 @@ std::vector<OpCase> op_cases() {
        [](L x) { return one(x[0].sqrt()); }},
       {"relu", floats, [](DType d) { return TensorList{away_from_zero({3, 4}, 21, d)}; },
        [](L x) { return one(ts::relu(x[0])); }},
+      {"relu: NaN and signed zeros (PyTorch keeps both, and passes NaN's gradient)", floats,
+       [](DType d) {
+         const double nan = std::numeric_limits<double>::quiet_NaN();
+         return TensorList{constant({nan, -0.0, 0.0, -2.0, 3.0, nan}, {6}, d).requires_grad_()};
+       },
+       [](L x) { return one(ts::relu(x[0])); }},
       {"sigmoid", floats, [](DType d) { return TensorList{uniform({6}, 22, d, -3, 3)}; },
        [](L x) { return one(ts::sigmoid(x[0])); }},
       {"tanh", floats, [](DType d) { return TensorList{uniform({6}, 23, d, -2, 2)}; },

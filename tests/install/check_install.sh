@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the built library into a scratch folder and builds a user's program against it
-# through pkg-config, as the README tells users to.
+# through pkg-config, as the README tells users to. The installed tools must find the
+# installed libtessera.so by themselves (their RUNPATH), with no LD_LIBRARY_PATH.
 #   check_install.sh BUILD_DIR SOURCE_FILE
 set -euo pipefail
 build_dir=$1
@@ -18,3 +19,12 @@ echo "pkg-config --cflags --libs tessera: $flags"
 g++ -std=c++20 -O1 "$source_file" -o "$scratch/user_model" $flags
 libdir=$(dirname "$(find "$scratch/root" -name 'libtessera.so' | head -n 1)")
 LD_LIBRARY_PATH="$libdir" "$scratch/user_model"
+
+for tool in tessera-checkpoint tessera-tokenize; do
+  installed=$(find "$scratch/root" -type f -name "$tool" | head -n 1)
+  [[ -n "$installed" ]] || { echo "$tool was not installed" >&2; exit 1; }
+  resolved=$(env -u LD_LIBRARY_PATH ldd "$installed" | awk '$1 == "libtessera.so" { print $3 }')
+  echo "$tool: libtessera.so => ${resolved:-not found}"
+  [[ -n "$resolved" && "$(realpath "$resolved")" == "$(realpath "$libdir/libtessera.so")" ]] || { echo "$tool does not find the installed libtessera.so" >&2; exit 1; }
+  env -u LD_LIBRARY_PATH "$installed" --help > /dev/null
+done

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <tessera/tessera.h>
 
 #include "temp_dir.h"
@@ -439,6 +440,15 @@ TEST_CASE("safetensors: a missing or unreadable file is an IOError naming it") {
   }
   CHECK_THROWS_AS(io::load(dir.path().string()), io::IOError);  // a directory
   CHECK_THROWS_AS(io::load_metadata(missing), io::IOError);
+  // A FIFO is refused before it is opened for reading, which would wait for a writer forever.
+  const std::string fifo = dir.file("fifo.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  try {
+    io::load(fifo);
+    FAIL("expected an IOError");
+  } catch (const io::IOError& e) {
+    CHECK(std::string(e.what()) == "cannot read '" + fifo + "': it is a FIFO (named pipe), not a regular file");
+  }
 }
 
 TEST_CASE("safetensors: save refuses what it cannot write before touching the disk") {

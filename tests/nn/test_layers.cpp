@@ -3,6 +3,9 @@
 
 #include <tessera/tessera.h>
 
+#include <cmath>
+#include <limits>
+
 namespace ts = tessera;
 namespace nn = tessera::nn;
 using ts::DType;
@@ -76,4 +79,51 @@ TEST_CASE("Sequential names its modules 0, 1, ... and runs them in order") {
   for (auto& [name, t] : mlp.named_parameters()) names.push_back(name);
   CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
   CHECK(mlp(ts::ones({5, 4})).sizes() == Shape{5, 2});
+}
+
+// PyTorch 1.13's values on the same inputs (checked by hand): relu keeps NaN and -0, its
+// gradient passes through NaN; max-pool and max pick NaN (its first index) and route the
+// gradient there. A NaN that vanished in relu would spread through the weights unseen.
+TEST_CASE("NaN propagates through relu, max-pool and max as in PyTorch, so a NaN weight shows in the loss") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto same = [](const std::vector<float>& got, const std::vector<float>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK_MESSAGE((std::isnan(want[i]) ? std::isnan(got[i]) : (got[i] == want[i] && std::signbit(got[i]) == std::signbit(want[i]))),
+                    i, ": ", got[i], " vs ", want[i]);
+    }
+  };
+  for (DType dtype : {DType::f32, DType::f64}) {
+    CAPTURE(ts::dtype_name(dtype));
+    ts::Tensor x = ts::tensor<float>({nan, -0.0f, -1.0f, 2.0f}).to(dtype).requires_grad_();
+    ts::Tensor y = ts::relu(x);
+    same(y.to(DType::f32).to_vector<float>(), {nan, -0.0f, 0.0f, 2.0f});
+    y.backward(ts::ones({4}, {.dtype = dtype}));
+    same(x.grad().to(DType::f32).to_vector<float>(), {1, 0, 0, 1});
+
+    ts::Tensor image = ts::tensor<float>({nan, 1, 2, 3}, {1, 1, 2, 2}).to(dtype).requires_grad_();
+    ts::Tensor pooled = ts::max_pool2d(image, 2);
+    same(pooled.to(DType::f32).to_vector<float>(), {nan});
+    pooled.sum().backward();
+    same(image.grad().to(DType::f32).to_vector<float>(), {1, 0, 0, 0});
+
+    ts::Tensor row = ts::tensor<float>({1, nan, 3}).to(dtype);
+    same(row.max().to(DType::f32).to_vector<float>(), {nan});
+    CHECK(row.argmax().item<int64_t>() == 1);
+    same(ts::maximum(ts::tensor<float>({nan, 1}).to(dtype), ts::tensor<float>({0, nan}).to(dtype)).to(DType::f32).to_vector<float>(),
+         {nan, nan});
+  }
+  // One NaN weight: the loss is NaN, not a finite number over silently zeroed activations.
+  nn::Sequential net;
+  nn::Linear& first = net.emplace<nn::Linear>(4, 8);
+  net.emplace<nn::ReLU>();
+  net.emplace<nn::Linear>(8, 3);
+  {
+    ts::NoGradGuard no_grad;
+    first.weight.fill_(-0.5);  // every activation of the first layer is negative: relu zeroes them
+    ts::Tensor one = first.weight.narrow(0, 0, 1).narrow(1, 0, 1);
+    one.fill_(nan);
+  }
+  ts::Tensor loss = ts::nll_loss(ts::log_softmax(net(ts::ones({2, 4})), 1), ts::zeros({2}, {.dtype = DType::i64}));
+  CHECK(std::isnan(loss.item<float>()));
 }

@@ -89,6 +89,21 @@ TEST_CASE("view errors name the shapes") {
   CHECK(error_of([&] { t.select(0, 3); }).find("out of bounds") != std::string::npos);
 }
 
+TEST_CASE("a 0-d tensor views and reshapes as any shape of one element, as in PyTorch") {
+  ts::Tensor scalar = ts::full({}, 7.0, {.dtype = ts::DType::i64});  // BatchNorm's num_batches_tracked
+  for (const ts::Shape& shape : std::vector<ts::Shape>{{-1}, {1}, {1, 1}, {-1, 1, 1}, {}}) {
+    ts::Tensor view = scalar.view(shape);
+    CHECK(view.numel() == 1);
+    CHECK(view.dim() == static_cast<int64_t>(shape.size()));
+    CHECK(view.storage() == scalar.storage());
+    CHECK(view.to_vector<int64_t>() == std::vector<int64_t>{7});
+    CHECK(scalar.reshape(shape).to_vector<int64_t>() == std::vector<int64_t>{7});
+  }
+  CHECK(error_of([&] { scalar.view({2}); }).find("is invalid for a tensor of shape []") != std::string::npos);
+  // And back: a one-element view of any shape to 0-d.
+  CHECK(ts::zeros({1, 1}).view({}).dim() == 0);
+}
+
 TEST_CASE("element-wise ops broadcast") {
   ts::Tensor a = ts::tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   ts::Tensor b = ts::tensor<float>({10, 20, 30}, {3});

@@ -25,7 +25,7 @@ T apply_unary(UnaryOp op, T x) {
       case UnaryOp::exp: return std::exp(x);
       case UnaryOp::log: return std::log(x);
       case UnaryOp::sqrt: return std::sqrt(x);
-      case UnaryOp::relu: return x > T(0) ? x : T(0);
+      case UnaryOp::relu: return x < T(0) ? T(0) : x;  // NaN stays NaN, as in PyTorch
       case UnaryOp::sigmoid: return T(1) / (T(1) + std::exp(-x));
       case UnaryOp::tanh: return std::tanh(x);
       case UnaryOp::reciprocal: return T(1) / x;
@@ -138,7 +138,7 @@ Tensor unary(UnaryOp op, const Tensor& self) {
       if (st[0] == 1 && st[1] == 1) {
         switch (op) {  // the hot ones get a fixed loop
           case UnaryOp::relu:
-            for (int64_t i = 0; i < n; ++i) o[i] = x[i] > T(0) ? x[i] : T(0);
+            for (int64_t i = 0; i < n; ++i) o[i] = x[i] < T(0) ? T(0) : x[i];
             return;
           case UnaryOp::neg:
             for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(-x[i]);
@@ -217,7 +217,8 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   check_cpu(grad, "relu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype(), grad.device());
   dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
-    binary_loop<T, T>(out, grad, input, [](T g, T x) { return x > T(0) ? g : T(0); });
+    // PyTorch's threshold_backward: zero where the output is <= 0; a NaN passes the gradient.
+    binary_loop<T, T>(out, grad, input, [](T g, T x) { return x <= T(0) ? T(0) : g; });
   });
   return out;
 }
@@ -226,7 +227,7 @@ void relu_backward_(Tensor& grad, const Tensor& input) {
   check_relu_backward_operands(grad, input);
   check_cpu(grad, "relu_backward_");
   dispatch_floating(grad.dtype(), "relu_backward_", [&]<class T>() {
-    binary_loop<T, T>(grad, grad, input, [](T g, T x) { return x > T(0) ? g : T(0); });
+    binary_loop<T, T>(grad, grad, input, [](T g, T x) { return x <= T(0) ? T(0) : g; });
   });
 }
 

@@ -44,7 +44,7 @@ __device__ C apply_unary(UnaryOp op, C x) {
       case UnaryOp::exp: return math_exp(x);
       case UnaryOp::log: return math_log(x);
       case UnaryOp::sqrt: return math_sqrt(x);
-      case UnaryOp::relu: return x > C(0) ? x : C(0);
+      case UnaryOp::relu: return x < C(0) ? C(0) : x;  // NaN stays NaN, as in PyTorch
       case UnaryOp::sigmoid: return C(1) / (C(1) + math_exp(-x));
       case UnaryOp::tanh: return math_tanh(x);
       case UnaryOp::reciprocal: return C(1) / x;
@@ -142,7 +142,8 @@ struct AddScaledFunctor {
 
 template <class T>
 struct ReluBackwardFunctor {
-  __device__ T operator()(T grad, T input) const { return load(input) > Compute<T>(0) ? grad : store<T>(0); }
+  // PyTorch's threshold_backward: zero where the output is <= 0; a NaN passes the gradient.
+  __device__ T operator()(T grad, T input) const { return load(input) <= Compute<T>(0) ? store<T>(0) : grad; }
 };
 
 // out = cond ? a : b over four broadcast operands (strided or dense, never vectorised).
