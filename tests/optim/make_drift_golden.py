@@ -34,7 +34,17 @@ The file holds:
 
 Run with Debian's python3-torch 1.13 from the repository root, with MNIST fetched
 (scripts/get-mnist): /usr/bin/python3 tests/optim/make_drift_golden.py
+
+--windows N measures the free-running drift on N windows of the data instead (window w:
+batches 36w to 36w+35 of the same order, the same initial weights), writes no golden, and
+prints per window the worst relative loss difference and the first step where it exceeds
+1e-3. PyTorch runs as bench/torch_cpu.py starts it (Debian's OpenBLAS on its best kernels),
+at --threads threads; ATEN_CPU_CAPABILITY picks ATen's kernels. --data FILE also writes the
+windows' images and labels (the golden's layout, N x 36 batches) for Tessera's side: test_optim
+-tc='*windows*' with TESSERA_DRIFT_WINDOWS=FILE.
 """
+
+import argparse
 
 import gzip
 import os
@@ -48,6 +58,8 @@ here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.join(here, "..", "..")
 sys.path.insert(0, os.path.join(root, "tools"))
 import safetensors_torch  # noqa: E402
+sys.path.insert(0, os.path.join(root, "bench"))
+import torch_cpu  # noqa: E402
 from torch_mnist_net import Net  # noqa: E402
 
 SEED = 1
@@ -127,18 +139,55 @@ def along_trajectory(weights, images, labels):
         name: torch.tensor(values, dtype=torch.float64) for name, values in grad_errors.items()}
 
 
+def drift_by_step(f32, f64):
+    """The worst relative loss difference over the steps, and the first step over 1e-3 (None: none)."""
+    relative = ((f32 - f64).abs() / f64.abs()).tolist()
+    first = next((step for step, value in enumerate(relative) if value > 1e-3), None)
+    return max(relative), first
+
+
+def measure_windows(args, weights, images, labels):
+    """The free-running drift on each window of STEPS batches (see the file's top)."""
+    if args.data:
+        safetensors_torch.save({"images": images, "labels": labels}, args.data, metadata={
+            "windows": str(args.windows), "steps": str(STEPS), "batch": str(BATCH),
+            "written_by": "tests/optim/make_drift_golden.py --windows"})
+    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads, ATen capability "
+          f"{torch_cpu.report()['aten_capability']}, {torch_cpu.cpu_model()}")
+    size = STEPS * BATCH
+    for window in range(args.windows):
+        rows = slice(window * size, (window + 1) * size)
+        f32 = free_running(weights, images[rows], labels[rows], torch.float32)
+        f64 = free_running(weights, images[rows], labels[rows], torch.float64)
+        drift, first = drift_by_step(f32, f64)
+        print(f"window {window}: drift {drift:.3e} first step over 1e-3 {first}", flush=True)
+
+
 def main():
-    torch.set_num_threads(2)  # as the tests run (OMP_NUM_THREADS=2)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--windows", type=int, default=0, help="measure the free-running drift on this many windows")
+    parser.add_argument("--threads", type=int, default=2, help="PyTorch's threads with --windows")
+    parser.add_argument("--data", help="with --windows: write the windows' images and labels here")
+    args = parser.parse_args()
+    if args.windows and os.environ.get("DRIFT_LAUNCHED") != "1":  # start again as bench/ starts PyTorch
+        env = torch_cpu.environment(threads=args.threads)
+        env["DRIFT_LAUNCHED"] = "1"
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    torch.set_num_threads(args.threads if args.windows else 2)  # the golden: as the tests run (OMP_NUM_THREADS=2)
     torch.manual_seed(SEED)
     weights = {name: value.detach().clone() for name, value in Net().state_dict().items()}
     stored = safetensors_torch.load(WEIGHTS_FILE)
+    if args.windows:  # the test's weights (the seed's draws depend on ATEN_CPU_CAPABILITY)
+        weights = {name: stored[name].clone() for name in weights}
     for name, value in weights.items():
         if not torch.equal(stored[name], value):
             sys.exit(f"{WEIGHTS_FILE}'s {name} is not torch.manual_seed({SEED})'s initialisation")
     count = 60000
-    order = torch.randperm(count, generator=torch.Generator().manual_seed(SEED))[:STEPS * BATCH]
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(SEED))[:STEPS * BATCH * max(1, args.windows)]
     images = read_idx(find("train-images-idx3-ubyte"), count).reshape(count, 1, 28, 28)[order].contiguous()
     labels = read_idx(find("train-labels-idx1-ubyte"), count).to(torch.int64)[order].contiguous()
+    if args.windows:
+        return measure_windows(args, weights, images, labels)
     f32 = free_running(weights, images, labels, torch.float32)
     f64 = free_running(weights, images, labels, torch.float64)
     step_loss, step_grads = along_trajectory(weights, images, labels)
