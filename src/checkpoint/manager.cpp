@@ -10,6 +10,7 @@
 
 #include "tessera/checkpoint/collective.h"
 #include "tessera/checkpoint/full.h"
+#include "tessera/checkpoint/model_view.h"
 #include "tessera/fsdp/state.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/durable.h"
@@ -108,6 +109,13 @@ std::optional<std::string> CheckpointManager::latest() const {
 }
 
 std::string CheckpointManager::save(nn::Module& model, const Stateful& with, const TrainingState& training) {
+  const std::string path = root_ + "/" + directory_name(training.step);
+  // Hybrid sharding: the first replica writes, the others wait for it (model_view.h).
+  detail::on_first_replica(model, "saving checkpoint '" + path + "'", [&] { save_here(model, with, training); });
+  return path;
+}
+
+void CheckpointManager::save_here(nn::Module& model, const Stateful& with, const TrainingState& training) {
   dist::ProcessGroup& group = fsdp::detail::state_of(model).group();
   const std::string name = directory_name(training.step);
   const std::string path = root_ + "/" + name;
@@ -149,7 +157,6 @@ std::string CheckpointManager::save(nn::Module& model, const Stateful& with, con
     }
     return std::string();
   });
-  return path;
 }
 
 std::optional<TrainingState> CheckpointManager::restore(nn::Module& model, const Stateful& with) const {

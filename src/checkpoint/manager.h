@@ -55,6 +55,8 @@ class CheckpointManager {
   static std::string directory_name(uint64_t step);
 
  private:
+  void save_here(nn::Module& model, const Stateful& with, const TrainingState& training);
+
   std::string root_;
   CheckpointManagerOptions options_;
 };

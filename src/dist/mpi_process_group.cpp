@@ -76,6 +76,20 @@ bool agree_on_debug_checks(MPI_Comm communicator, bool wanted_here) {
   return wanted != 0;
 }
 
+// The ranks in MPI_COMM_WORLD of `communicator`'s members, in its rank order.
+std::vector<int> world_ranks_of(MPI_Comm communicator, int size) {
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  TS_MPI_CHECK(MPI_Comm_group(communicator, &mine));
+  TS_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
+  const int status = MPI_Group_translate_ranks(mine, size, local.data(), world, global.data());
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  TS_MPI_CHECK(status);
+  return global;
+}
+
 }  // namespace
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator,
@@ -87,6 +101,9 @@ std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRunt
   TS_MPI_CHECK(MPI_Comm_rank(communicator, &rank));
   TS_MPI_CHECK(MPI_Comm_size(communicator, &size));
   bool debug = agree_on_debug_checks(communicator, debug_checks);
+  if (ExitWatch* watch = runtime->exit_watch(); watch != nullptr && size < runtime->world_size()) {
+    watch->set_members(name, world_ranks_of(communicator, size));
+  }
   return std::shared_ptr<MpiProcessGroup>(
       new MpiProcessGroup(std::move(runtime), communicator, rank, size, std::move(name), debug, timeout,
                           force_host_staging));
@@ -111,8 +128,8 @@ MpiProcessGroup::~MpiProcessGroup() {
 }
 
 void MpiProcessGroup::check_supported(const CollectiveCall& call) const {
-  if (call.kind == CollectiveKind::duplicate) {
-    TS_CHECK(runtime_->thread_multiple(), DistError, where("duplicate"),
+  if (call.kind == CollectiveKind::duplicate || call.kind == CollectiveKind::split) {
+    TS_CHECK(runtime_->thread_multiple(), DistError, where(collective_name(call.kind)),
              ": several groups run collectives from several threads, which needs MPI_THREAD_MULTIPLE, "
              "and this MPI provides only MPI_THREAD_SERIALIZED");
     return;
@@ -171,6 +188,29 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall ca
   return *made;
 }
 
+std::shared_ptr<ProcessGroup> MpiProcessGroup::start_split(CollectiveCall call, int color, std::string name,
+                                                           const GroupOptions& options) {
+  if (ExitWatch* watch = runtime_->exit_watch()) watch->before_issue(this->name(), call.sequence, describe(call));
+  CallFingerprint fingerprint = fingerprint_of(call);
+  auto work = std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", this->name(), "'"));
+  auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
+  bool debug_checks = *options.debug_checks;
+  std::chrono::milliseconds timeout = *options.timeout;
+  bool force_host_staging = options.force_host_staging;
+  submit(fingerprint, work, [this, made, color, name = std::move(name), debug_checks, timeout, force_host_staging] {
+    MPI_Comm part = MPI_COMM_NULL;
+    TS_MPI_CHECK(MPI_Comm_split(communicator_, color, rank(), &part));
+    try {
+      *made = create(runtime_, part, name, debug_checks, timeout, force_host_staging);
+    } catch (...) {
+      MPI_Comm_free(&part);
+      throw;
+    }
+  });
+  work->wait();
+  return *made;
+}
+
 void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work,
                              std::function<void()> body) {
   thread_->submit([this, fingerprint, work = std::move(work), body = std::move(body)]() mutable {
@@ -210,6 +250,7 @@ void MpiProcessGroup::run(const CollectiveCall& call, const Buffers& buffers) {
       return;
     case CollectiveKind::barrier: TS_MPI_CHECK(MPI_Barrier(communicator_)); return;
     case CollectiveKind::duplicate: break;  // runs through start_duplicate
+    case CollectiveKind::split: break;      // runs through start_split
   }
   throw DistError(detail::concat("MpiProcessGroup::run: unexpected ", describe(call)));
 }

@@ -141,6 +141,7 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
   root.set_state_dict_override([](nn::Module& m) { return full_state_dict(m); },
                                [](nn::Module& m, const StateDict& s, bool strict) { load_full_state_dict(m, s, strict); });
   state->install_hooks();
+  state->register_memory_holders();
   root.attach(std::move(state));
 }
 

@@ -188,6 +188,7 @@ void Unit::finish_reduction() {
   std::shared_ptr<dist::Work> work = std::move(pending_reduction_);
   work->wait();
   Tensor reduced = std::move(reducing_into_);
+  all_reduce_across_replicas(reduced);
   if (reduced.dtype() != layout_.dtype()) reduced = native::to_dtype(reduced, layout_.dtype());
   Tensor existing = shard_.grad();
   if (existing.defined()) {
