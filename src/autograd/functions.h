@@ -183,4 +183,28 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 // differ from PyTorch's; the distribution is the same (see native.h).
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator);
 
+// Scaled dot-product attention, as PyTorch 2.x's F.scaled_dot_product_attention:
+//   softmax(q k^T * scale + mask) v, with dropout on the weights,
+// over q [..., L, E], k [..., S, E], v [..., S, Ev] (equal leading dims, e.g. [B, H, T, D]);
+// the output is [..., L, Ev]. The CPU kernel is blocked (flash attention): it never stores
+// the [L, S] weights, and its backward recomputes them. docs/api/attention.md has examples.
+//
+//   ts::Tensor y = ts::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+struct ScaledDotProductAttentionOptions {
+  // Broadcasts to [..., L, S]: boolean (true: the key takes part) or q's dtype (added to the
+  // scores). No gradient reaches a mask through the kernel; a floating mask that requires
+  // grad takes the unblocked path, which materialises the weights.
+  Tensor attn_mask{};
+  // Applied whenever > 0, as in PyTorch (pass 0 in eval; nn::scaled_dot_product_attention
+  // does that for you). Keyed by dropout_key exactly as dropout() of the weights would be.
+  double dropout_p = 0.0;
+  // Keys j <= i only (torch's tril, upper-left aligned when L != S); not with attn_mask.
+  bool is_causal = false;
+  std::optional<double> scale = std::nullopt;  // 1 / sqrt(E) when not given
+  DropoutKey dropout_key{};
+};
+// A row whose keys are all masked gives 0 (PyTorch >= 2.5; earlier versions give NaN).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const ScaledDotProductAttentionOptions& options = {});
+
 }  // namespace tessera

@@ -67,8 +67,7 @@ Dropout::Dropout(double p) : p_(p) {
   TS_CHECK(p >= 0 && p <= 1, ValueError, "Dropout: probability must be in [0, 1], got ", p);
 }
 
-Tensor Dropout::forward(Tensor input) {
-  if (!is_training() || p_ == 0) return input;
+DropoutKey Dropout::next_key() {
   DropoutKey key;
   key.stream = philox::stream_of(path());
   if (const BatchPosition* position = BatchScope::current()) {
@@ -78,7 +77,12 @@ Tensor Dropout::forward(Tensor input) {
   } else {
     key.step = calls_++;
   }
-  return dropout(input, p_, true, key);
+  return key;
+}
+
+Tensor Dropout::forward(Tensor input) {
+  if (!is_training() || p_ == 0) return input;
+  return dropout(input, p_, true, next_key());
 }
 
 std::string Dropout::extra_repr() const { return detail::concat("p=", p_, ", inplace=False"); }

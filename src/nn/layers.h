@@ -65,6 +65,10 @@ class Dropout : public Module {
   std::string type_name() const override { return "Dropout"; }
   std::string extra_repr() const override;
   double p() const { return p_; }
+  // The key of this module's next mask: seed, step and first row from the current
+  // BatchScope (outside one, the step counts calls), the stream from path(). forward()
+  // takes one per training call; attention's dropout (nn/attention.h) takes one too.
+  DropoutKey next_key();
 
  private:
   double p_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tessera/nn/activation.h"
+#include "tessera/nn/attention.h"
 #include "tessera/nn/batch_scope.h"
 #include "tessera/nn/clip_grad.h"
 #include "tessera/nn/containers.h"

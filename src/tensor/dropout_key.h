@@ -19,6 +19,13 @@ TS_HOST_DEVICE philox::Counter dropout_bits(uint64_t philox_key, uint64_t step, 
   return philox::philox4x32_10(counter, philox_key);
 }
 
+// Whether element `col` of row `row` is kept: one element of dropout_mask_row's answer, for
+// kernels that draw elements out of row order (attention's tiles).
+TS_HOST_DEVICE bool dropout_keeps(uint64_t philox_key, uint64_t step, int64_t row, int64_t col, float p) {
+  const philox::Counter bits = dropout_bits(philox_key, step, row, col >> 2);
+  return philox::unit_float(bits.word[col & 3]) >= p;
+}
+
 // Keep-mask for one row: mask[c] = 1 when element c is kept.
 inline void dropout_mask_row(const DropoutKey& key, int64_t row, int64_t cols, float p, uint8_t* mask) {
   const uint64_t philox_key = dropout_philox_key(key);

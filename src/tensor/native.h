@@ -248,4 +248,32 @@ Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right);
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed, uint64_t stream,
                    uint64_t first);
 
+// Scaled dot-product attention (attention_geometry.h checks the operands): q [..., L, E],
+// k [..., S, E], v [..., S, Ev] with equal leading dims; output [..., L, Ev] =
+// dropout(softmax(scale * q k^T + mask)) v, and the log-sum-exp of each row of the masked,
+// scaled scores [..., L] (-inf for a row with no key left, whose output is 0). attn_mask
+// (optional) broadcasts to [..., L, S]: boolean (true: the key takes part) or q's dtype
+// (added to the scores). is_causal keeps keys j <= i (upper-left aligned, as torch's tril).
+// Dropout drops weight (..., i, j) exactly as dropout() would drop it in the weights tensor
+// [..., L, S] under dropout_key, and scales the kept ones by 1 / (1 - p).
+struct AttentionOptions {
+  Tensor attn_mask{};
+  double dropout_p = 0.0;
+  bool is_causal = false;
+  double scale = 1.0;  // resolved by the caller (PyTorch's default is 1 / sqrt(E))
+  DropoutKey dropout_key{};
+  // Tile sizes of the blocked CPU kernel; 0 takes its defaults (tests set small ones to
+  // cover several tiles with small tensors). The result does not depend on them beyond rounding.
+  int64_t query_block = 0;
+  int64_t key_block = 0;
+};
+std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                        const AttentionOptions& options);
+// Gradients (dq, dk, dv) from the forward's output and log-sum-exp; none for attn_mask.
+std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const Tensor& grad_output, const Tensor& q,
+                                                                         const Tensor& k, const Tensor& v,
+                                                                         const Tensor& output,
+                                                                         const Tensor& logsumexp,
+                                                                         const AttentionOptions& options);
+
 }  // namespace tessera::native

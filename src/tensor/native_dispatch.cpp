@@ -154,4 +154,16 @@ Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right) {
   TS_DISPATCH(sorted, searchsorted, sorted, values, right);
 }
 
+std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                        const AttentionOptions& options) {
+  TS_DISPATCH(q, scaled_dot_product_attention, q, k, v, options);
+}
+std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const Tensor& grad_output, const Tensor& q,
+                                                                         const Tensor& k, const Tensor& v,
+                                                                         const Tensor& output,
+                                                                         const Tensor& logsumexp,
+                                                                         const AttentionOptions& options) {
+  TS_DISPATCH(q, scaled_dot_product_attention_backward, grad_output, q, k, v, output, logsumexp, options);
+}
+
 }  // namespace tessera::native

@@ -232,6 +232,26 @@ std::vector<OpCase> op_cases() {
        }},
       {"cross_entropy of one score vector [C]", [] { return TensorList{leaf({5}, 99, -2, 2)}; },
        [](L x) { return ts::cross_entropy(x[0], ts::full({}, 3, {.dtype = DType::i64}), {.label_smoothing = 0.25}); }},
+      // Attention: the blocked kernel (float64), then the unblocked path a mask with a gradient takes.
+      {"scaled_dot_product_attention", [] { return TensorList{leaf({2, 2, 4, 3}, 80), leaf({2, 2, 5, 3}, 81), leaf({2, 2, 5, 2}, 82)}; },
+       [](L x) { return ts::scaled_dot_product_attention(x[0], x[1], x[2], {.scale = 0.7}); }},
+      {"scaled_dot_product_attention causal, from [B, T, H, D]",
+       [] { return TensorList{leaf({1, 5, 2, 3}, 83, -2, 2), leaf({1, 4, 2, 3}, 84, -2, 2), leaf({1, 4, 2, 3}, 85)}; },
+       [](L x) {
+         return ts::scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2),
+                                                 {.is_causal = true});
+       }},
+      {"scaled_dot_product_attention boolean mask with an empty row, dropout",
+       [] { return TensorList{leaf({2, 4, 3}, 86), leaf({2, 5, 3}, 87), leaf({2, 5, 3}, 88)}; },
+       [](L x) {
+         const Tensor keep = ts::gt(ts::tensor<double>({1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1}, {4, 5}),
+                                    ts::zeros({}, {.dtype = DType::f64}));
+         return ts::scaled_dot_product_attention(x[0], x[1], x[2],
+                                                 {.attn_mask = keep, .dropout_p = 0.3, .dropout_key = {.seed = 4, .step = 2}});
+       }},
+      {"scaled_dot_product_attention learned float mask (unblocked)",
+       [] { return TensorList{leaf({2, 3, 2}, 89), leaf({2, 4, 2}, 90), leaf({2, 4, 2}, 91), leaf({3, 4}, 92)}; },
+       [](L x) { return ts::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = x[3]}); }},
   };
   return cases;
 }

@@ -529,6 +529,27 @@ std::vector<OpCase> op_cases() {
          return TensorList{ts::cross_entropy(x[0], target, {.weight = weight, .ignore_index = 1, .label_smoothing = 0.2}),
                            ts::cross_entropy(x[0].detach(), target, {.reduction = ts::Reduction::none, .label_smoothing = 0.1})};
        }},
+      // ---- Attention (the CPU's blocked kernel against CUDA's GEMMs and row kernels) ----
+      {"attention, boolean mask with an empty row", floats,
+       [](DType d) { return TensorList{uniform({2, 3, 7, 8}, 120, d), uniform({2, 3, 9, 8}, 121, d), uniform({2, 3, 9, 5}, 122, d)}; },
+       [](L x) {
+         Tensor keep = ts::gt(uniform({7, 9}, 123, f64, -0.5, 1).detach(), ts::zeros({}, {.dtype = f64}));
+         keep.narrow(0, 2, 1).zero_();
+         return one(ts::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = keep.to(x[0].device())}));
+       }},
+      {"attention causal from [B, T, H, D], dropout", floats,
+       [](DType d) { return TensorList{uniform({2, 33, 3, 16}, 124, d), uniform({2, 33, 3, 16}, 125, d), uniform({2, 33, 3, 16}, 126, d)}; },
+       [](L x) {
+         return one(ts::scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2),
+                                                     {.dropout_p = 0.2, .is_causal = true, .dropout_key = {.seed = 5, .step = 9, .first_row = 3}}));
+       }},
+      {"attention float mask, several CPU tiles, lse", floats,
+       [](DType d) { return TensorList{uniform({1, 2, 130, 32}, 127, d), uniform({1, 2, 300, 32}, 128, d), uniform({1, 2, 300, 24}, 129, d), uniform({2, 1, 130, 300}, 130, d).detach()}; },
+       [](L x) {
+         auto [out, lse] = native::scaled_dot_product_attention(x[0].detach(), x[1].detach(), x[2].detach(),
+                                                                {.attn_mask = x[3].select(0, 0), .scale = 0.3});
+         return TensorList{ts::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = x[3].select(0, 1), .scale = 0.3}), out, lse};
+       }},
       // ---- bfloat16 where the CUDA backend has it ----
       {"bfloat16 element-wise", {bf16},
        [](DType d) { return TensorList{uniform({37, 41}, 110, d), uniform({41}, 111, d, 0.5, 2)}; },
