@@ -68,8 +68,17 @@ std::vector<ParameterRef> wrap(nn::Module& module, const std::string& prefix, bo
       make_unit = options.wrap_policy.custom(module, numel);
       break;
   }
-  if (!make_unit) return unwrapped;
   std::string unit_name = prefix.empty() ? std::string("(root)") : prefix.substr(0, prefix.size() - 1);
+  if (module.is_container()) {
+    // A container is never called, so a unit's gathering hooks on it would never run:
+    // size-based wrapping passes over it (as PyTorch's excludes ModuleList and ModuleDict);
+    // asking for it by type or by a custom policy is a mistake worth a clear message.
+    TS_CHECK(!make_unit || options.wrap_policy.kind == WrapPolicy::Kind::size_based, ValueError, "fully_shard: '",
+             unit_name, "' is a ", module.type_name(),
+             ", a container that is never called, so it cannot be a unit; wrap the modules it holds instead");
+    return unwrapped;
+  }
+  if (!make_unit) return unwrapped;
   state.add_unit(std::make_unique<Unit>(unit_name, module, std::move(unwrapped), state.group(), options.strategy,
                                         options.gradient_reduction, options.mixed_precision, false,
                                         state.counters()));

@@ -57,7 +57,9 @@ namespace tessera::fsdp {
 enum class ShardingStrategy { full_shard, shard_grad_op, no_shard };
 
 // Which modules become units. Evaluated bottom-up; `unwrapped_numel` counts the elements
-// of the parameters in the module's subtree not yet in a unit.
+// of the parameters in the module's subtree not yet in a unit. Containers (ModuleList,
+// ModuleDict: never called, so a unit's hooks on them would never run) are never units:
+// size_based passes over them, and a module_type or custom policy that picks one throws.
 struct WrapPolicy {
   enum class Kind { owns_parameters, size_based, module_type, custom };
   Kind kind = Kind::owns_parameters;

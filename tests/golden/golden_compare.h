@@ -1,6 +1,6 @@
-// Element-wise comparison with PyTorch's goldens: |tessera - torch| <= atol + rtol * |torch|
-// for every element, with the largest errors kept per op and dtype for a report.
-// (test_golden.cpp has the same rule inline; this header is its shareable form.)
+// Element-wise comparison with PyTorch's goldens, shared by the golden tests: every element
+// must satisfy |tessera - torch| <= atol + rtol * |torch| (a zero tolerance asks for equality),
+// and the largest errors are kept per op and dtype for a report (TESSERA_GOLDEN_REPORT=1).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <tessera/tessera.h>
 
-namespace golden {
+namespace golden_check {
 
 struct Tolerance {
   double atol;
@@ -44,8 +44,9 @@ inline void compare(const std::string& what, const std::string& stats_key, const
   size_t worst = 0;
   double worst_used = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    double diff = std::abs(a[i] - b[i]);
-    double used = diff / (tolerance.atol + tolerance.rtol * std::abs(b[i]));
+    const double diff = std::abs(a[i] - b[i]);
+    const double allowed = tolerance.atol + tolerance.rtol * std::abs(b[i]);
+    const double used = diff == 0 ? 0 : (allowed == 0 ? INFINITY : diff / allowed);
     if (!(used <= worst_used)) worst_used = used, worst = i;  // also catches NaN
     stats.max_abs = std::max(stats.max_abs, diff);
     if (std::abs(b[i]) >= 1e-3) stats.max_rel = std::max(stats.max_rel, diff / std::abs(b[i]));
@@ -67,4 +68,4 @@ inline void print_report() {
   }
 }
 
-}  // namespace golden
+}  // namespace golden_check

@@ -17,11 +17,15 @@
 #include <set>
 #include <tessera/tessera.h>
 
+#include "golden_compare.h"
+
 namespace ts = tessera;
 namespace io = tessera::io;
 namespace json = tessera::io::json;
 using ts::DType;
 using ts::Tensor;
+using golden_check::compare;
+using golden_check::Tolerance;
 
 namespace {
 
@@ -32,11 +36,6 @@ std::string golden_path() {
 }
 
 // The allowed error |a - b| <= atol + rtol * |b|, per op and dtype, and why.
-struct Tolerance {
-  double atol;
-  double rtol;
-};
-
 Tolerance tolerance_for(const std::string& op, DType dtype) {
   // Measured with torch 1.13 on x86-64 (TESSERA_GOLDEN_REPORT=1), as the largest |a - b|:
   //   f64: conv2d 2e-14, linear 7e-15, log_softmax 9e-16, nll_loss 2e-15, cross_entropy 2e-15,
@@ -65,38 +64,6 @@ Tolerance tolerance_for(const std::string& op, DType dtype) {
   // log_softmax, nll_loss, cross_entropy: element-wise exp/log (vectorised in PyTorch,
   // libm in Tessera: about 1 ulp apart) and short reductions over a row or the batch.
   return {1e-6, 1e-6};
-}
-
-struct ErrorStats {
-  double max_abs = 0;   // largest |a - b|
-  double max_rel = 0;   // largest |a - b| / |b| where |b| >= 1e-3
-  double max_used = 0;  // largest |a - b| / (atol + rtol |b|): at most 1 to pass
-};
-std::map<std::string, ErrorStats> error_stats;  // "op f32" -> stats, for the report
-
-void compare(const std::string& what, const std::string& stats_key, const Tensor& actual, const Tensor& expected,
-             Tolerance tolerance) {
-  CAPTURE(what);
-  REQUIRE(actual.defined());
-  REQUIRE(actual.sizes() == expected.sizes());
-  REQUIRE(actual.dtype() == expected.dtype());
-  std::vector<double> a = actual.to_vector<double>();
-  std::vector<double> b = expected.to_vector<double>();
-  ErrorStats& stats = error_stats[stats_key];
-  size_t worst = 0;
-  double worst_used = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    double diff = std::abs(a[i] - b[i]);
-    double used = diff / (tolerance.atol + tolerance.rtol * std::abs(b[i]));
-    if (!(used <= worst_used)) worst_used = used, worst = i;  // also catches NaN
-    stats.max_abs = std::max(stats.max_abs, diff);
-    if (std::abs(b[i]) >= 1e-3) stats.max_rel = std::max(stats.max_rel, diff / std::abs(b[i]));
-  }
-  stats.max_used = std::max(stats.max_used, worst_used);
-  if (!(worst_used <= 1.0)) {
-    FAIL_CHECK(what << ": element " << worst << " is " << std::setprecision(17) << a[worst] << ", PyTorch gives "
-                    << b[worst] << " (allowed: " << tolerance.atol << " + " << tolerance.rtol << " * |torch|)");
-  }
 }
 
 ts::Size2 size2(const json::Value& pair) {
@@ -240,11 +207,5 @@ TEST_CASE("golden") {
     CAPTURE(c.at("name").as_string());
     run_case(c);
   }
-  if (std::getenv("TESSERA_GOLDEN_REPORT") != nullptr) {
-    std::cout << "op                  max |a-b|   max rel     max used/allowed\n";
-    for (const auto& [key, stats] : error_stats) {
-      std::cout << std::left << std::setw(20) << key << std::setw(12) << std::setprecision(3) << stats.max_abs
-                << std::setw(12) << stats.max_rel << stats.max_used << "\n";
-    }
-  }
+  golden_check::print_report();
 }

@@ -20,12 +20,16 @@
 #include <set>
 #include <tessera/tessera.h>
 
+#include "golden_compare.h"
+
 namespace ts = tessera;
 namespace io = tessera::io;
 namespace json = tessera::io::json;
 using ts::DType;
 using ts::Shape;
 using ts::Tensor;
+using golden_check::compare;
+using golden_check::Tolerance;
 using TensorList = std::vector<Tensor>;
 
 namespace {
@@ -35,11 +39,6 @@ std::string golden_path() {
   REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
   return std::string(dir) + "/tests/golden/tensor_ops.safetensors";
 }
-
-struct Tolerance {
-  double atol;
-  double rtol;
-};
 
 // The allowed |a - b| <= atol + rtol |b| per op and dtype. Measured with torch 1.13 on
 // x86-64 (TESSERA_GOLDEN_REPORT=1), largest |a - b| over outputs and gradients:
@@ -60,36 +59,6 @@ Tolerance tolerance_for(const std::string& op, DType dtype) {
   if (op == "masked_fill") return {1e-6, 1e-6};
   if (op == "softmax" || op == "log_softmax" || op == "nll_loss" || op == "cross_entropy") return {2e-6, 2e-6};
   return {0, 0};
-}
-
-struct ErrorStats {
-  double max_abs = 0;
-  double max_used = 0;
-};
-std::map<std::string, ErrorStats> error_stats;
-
-void compare(const std::string& what, const std::string& stats_key, const Tensor& actual, const Tensor& expected,
-             Tolerance tolerance) {
-  CAPTURE(what);
-  REQUIRE(actual.defined());
-  REQUIRE(actual.sizes() == expected.sizes());
-  REQUIRE(actual.dtype() == expected.dtype());
-  const std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
-  ErrorStats& stats = error_stats[stats_key];
-  size_t worst = 0;
-  double worst_used = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double diff = std::abs(a[i] - b[i]);
-    const double allowed = tolerance.atol + tolerance.rtol * std::abs(b[i]);
-    const double used = diff == 0 ? 0 : (allowed == 0 ? INFINITY : diff / allowed);
-    if (!(used <= worst_used)) worst_used = used, worst = i;  // also catches NaN
-    stats.max_abs = std::max(stats.max_abs, diff);
-  }
-  stats.max_used = std::max(stats.max_used, worst_used);
-  if (!(worst_used <= 1.0)) {
-    FAIL_CHECK(what << ": element " << worst << " is " << std::setprecision(17) << a[worst] << ", PyTorch gives "
-                    << b[worst] << " (allowed: " << tolerance.atol << " + " << tolerance.rtol << " * |torch|)");
-  }
 }
 
 struct Golden {
@@ -234,11 +203,5 @@ TEST_CASE("tensor ops golden: outputs and gradients match PyTorch") {
     CAPTURE(c.at("name").as_string());
     run_case(c);
   }
-  if (std::getenv("TESSERA_GOLDEN_REPORT") != nullptr) {
-    std::cout << "op                      max |a-b|   max used/allowed\n";
-    for (const auto& [key, stats] : error_stats) {
-      std::cout << std::left << std::setw(24) << key << std::setw(12) << std::setprecision(3) << stats.max_abs
-                << stats.max_used << "\n";
-    }
-  }
+  golden_check::print_report();
 }
