@@ -108,6 +108,11 @@ struct FullyShardOptions {
   // gathered buffers and gradients live on the parameters' device.
   std::optional<Device> device{};
   MixedPrecision mixed_precision{};
+  // Activation checkpointing (PyTorch's apply_activation_checkpointing): every module whose
+  // type_name() is listed (e.g. {"Block"}) runs its forward without keeping activations and
+  // recomputes it in backward, gathered again for it (nn/checkpoint.h). Exact: losses and
+  // gradients are bit-identical with it on or off.
+  std::vector<std::string> activation_checkpointing{};
 };
 
 void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options = {});

@@ -41,6 +41,8 @@ class FsdpState final : public nn::ModuleAttachment {
   void pre_forward(Unit& unit, Tensor& input);
   void post_forward(Unit& unit, Tensor& output);
   void pre_backward(Unit& unit);
+  // Before a checkpointed call's recomputation enters `unit` (null: the root without a unit).
+  void recompute_pre_forward(Unit* unit, Tensor& input);
   void on_parameter_gradient(Unit& unit, size_t index, Tensor& parameter);
   void finish_backward();
 

@@ -71,6 +71,7 @@ class Dropout : public Module {
   DropoutKey next_key();
 
  private:
+  DropoutKey fresh_key();
   double p_;
   uint64_t calls_ = 0;  // the step used outside a BatchScope
 };
