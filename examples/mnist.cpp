@@ -23,6 +23,7 @@
 
 #include "mnist_net.h"
 #include "command_line.h"
+#include "distributed.h"
 #include "printer.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
@@ -150,32 +151,6 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-// Ranks on this host: launchers say so; without one, every rank of the world is here.
-int local_world_size(const ts::dist::ProcessGroup& world) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* value = std::getenv(name)) return std::max(1, std::atoi(value));
-  }
-  return world.size();
-}
-
-// The group FSDP's collectives run on: NCCL when every rank has a GPU of its own (or
-// when asked for), else the world, which stages CUDA tensors through host memory.
-std::shared_ptr<ts::dist::ProcessGroup> collective_group(const Options& o, const std::shared_ptr<ts::dist::ProcessGroup>& world,
-                                                         ts::Device device) {
-  if (!device.is_cuda() || o.dist_backend == "world") return world;
-  bool nccl = o.dist_backend == "nccl" ||
-              (ts::dist::nccl_is_compiled() && local_world_size(*world) <= ts::cuda::device_count());
-  if (!nccl) return world;
-  return ts::dist::new_group(world, ts::dist::Backend::nccl, {.device = device.index});
-}
-
-// `local` summed over every rank, read on the host (the world group carries CPU tensors).
-double global_sum(ts::dist::ProcessGroup& world, const ts::Tensor& local) {
-  ts::Tensor value = local.detach().to(ts::DType::f64).cpu().contiguous().clone();
-  world.all_reduce(value);
-  return value.item<double>();
-}
-
 std::unique_ptr<ts::optim::Optimizer> make_optimizer(const Options& o, const std::vector<ts::Tensor>& params) {
   if (o.optimizer == "sgd") return std::make_unique<ts::optim::SGD>(params, ts::optim::SGDOptions{.lr = o.lr, .momentum = o.momentum});
   if (o.optimizer == "adam") return std::make_unique<ts::optim::Adam>(params, ts::optim::AdamOptions{.lr = o.lr});
@@ -229,10 +204,9 @@ int run(int argc, char** argv) {
   ts::data::MNIST test_set(options.data, ts::data::Split::test, ts::data::kMnistNormalize);
   ts::data::DistributedSampler sampler{.rank = world->rank(), .world_size = world->size()};
 
-  const ts::Device device =
-      options.device == "cuda" ? ts::Device::cuda(ts::dist::default_cuda_device(*world)) : ts::Device::cpu();
+  const ts::Device device = example::training_device(options.device, *world);
   if (options.tf32) ts::cuda::set_allow_tf32(true);
-  std::shared_ptr<ts::dist::ProcessGroup> group = collective_group(options, world, device);
+  std::shared_ptr<ts::dist::ProcessGroup> group = example::collective_group(options.dist_backend, world, device);
 
   mnist::Net model;
   model.reset_parameters(options.seed);
@@ -295,7 +269,7 @@ int run(int argc, char** argv) {
   std::pair<uint64_t, int64_t> saved_at{state.step, state.epoch};
   // This rank's loss sum of the steps run since, on the device: the host reads it only when it reports.
   ts::Tensor local_loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
-  auto epoch_loss_sum = [&] { return loss_sum + global_sum(*world, local_loss_sum); };
+  auto epoch_loss_sum = [&] { return loss_sum + example::global_sum(*world, local_loss_sum); };
   auto save_checkpoint = [&] {
     ts::checkpoint::TrainingState saved = state;
     saved.extra = ts::io::json::Object{{"batch_size", options.batch_size}, {"loss_sum", epoch_loss_sum()}, {"samples", samples}};
@@ -324,7 +298,7 @@ int run(int argc, char** argv) {
       samples += batch.global_rows;
       samples_this_run += batch.global_rows;
       if (batch.index % options.log_interval == 0 || options.dry_run) {
-        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), global_sum(*world, local_loss));
+        report.train(state.epoch, batch.index, train_loader.size(), samples, train_loader.dataset_size(), example::global_sum(*world, local_loss));
       }
       if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
         save_checkpoint();
@@ -348,8 +322,8 @@ int run(int argc, char** argv) {
         if (options.dry_run) break;
       }
     }
-    const double test_loss_sum = global_sum(*world, test_loss);
-    const double correct_sum = global_sum(*world, correct);
+    const double test_loss_sum = example::global_sum(*world, test_loss);
+    const double correct_sum = example::global_sum(*world, correct);
     int64_t tested = options.dry_run ? std::min<int64_t>(options.test_batch_size, test_set.size()) : test_set.size();
     report.epoch(state.epoch, train_loss_sum / static_cast<double>(std::max<int64_t>(samples, 1)), test_loss_sum / tested,
                  static_cast<int64_t>(correct_sum), tested, static_cast<double>(samples_this_run) / seconds, seconds);

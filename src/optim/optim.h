@@ -12,3 +12,4 @@
 #include "tessera/optim/sequential_lr.h"
 #include "tessera/optim/sgd.h"
 #include "tessera/optim/step_lr.h"
+#include "tessera/optim/warmup_cosine.h"

@@ -1,0 +1,659 @@
+// Tessera's GPT-2 example: trains, evaluates and samples a GPT-2 (Hugging Face's layout,
+// models::GPT2) on GPT-2 tokens, with FSDP: nanoGPT's train.py and sample.py in one program.
+//
+//   scripts/get-gpt2-tokenizer && scripts/get-text-corpus          # data/gpt2, data/brown
+//   build/examples/gpt2 --data data/brown/train.bin --val-data data/brown/val.bin --steps 300
+//   mpirun -np 4 build/examples/gpt2 --data data/brown/train.bin --steps 300      # 4 ranks
+//   build/examples/gpt2 --preset gpt2 --init model.safetensors --steps 0 --sample 100 --prompt "Hello"
+//
+// Under mpirun every rank holds a 1/N shard of every block (one FSDP unit per GPT2Block; the
+// embeddings, the final norm and the tied head with the root), trains on its rows of each
+// global batch of --batch-size rows, and drops what one rank would drop (masks are keyed by
+// global row), so N ranks learn what one rank learns. Rank 0 prints. --help lists the flags.
+//
+// The program reads as PyTorch's examples do: setup (data, model, sharding, optimizer,
+// schedule, checkpoints), then train_step / evaluate in a loop, then sample and save.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tessera/tessera.h>
+
+#include "command_line.h"
+#include "distributed.h"
+#include "printer.h"
+
+namespace ts = tessera;
+namespace json = tessera::io::json;
+namespace models = tessera::models;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  // Data
+  std::string data = "data/brown/train.bin";
+  std::string val_data;
+  std::string vocab = "data/gpt2";
+  std::string data_order = "random";
+  // Model: a preset, then any of the sizes given explicitly
+  std::string preset;
+  std::optional<int64_t> n_layer, n_head, n_embd, block_size;
+  double dropout = 0.0;
+  std::string dtype = "float32";
+  // Training
+  int64_t batch_size = 16;
+  std::optional<int64_t> seq_len;  // default: the block size
+  int64_t steps = 300;
+  double lr = 1e-3;
+  std::optional<double> min_lr;  // default: lr / 10
+  int64_t warmup_steps = 30;
+  std::string lr_schedule = "cosine";
+  double beta1 = 0.9, beta2 = 0.99, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  uint64_t seed = 1;
+  int threads = 0;
+  // Evaluation, sampling, output
+  int64_t eval_interval = 100;
+  int64_t eval_batches = 0;  // 0: the whole validation file
+  int64_t sample = 0;
+  std::string prompt;
+  double temperature = 0.8;
+  int64_t top_k = 200;
+  int64_t log_interval = 10;
+  bool json = false;
+  // Weights and checkpoints
+  std::string init;
+  std::string save;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t keep_checkpoints = 3;
+  bool resume = false;
+  // Devices
+  std::string device = "cpu";
+  std::string dist_backend = "auto";
+  std::string mixed_precision = "off";
+  bool tf32 = false;
+};
+
+const char* kUsage = R"(usage: gpt2 [options]
+
+Trains a GPT-2 (Hugging Face's GPT2LMHeadModel layout) on GPT-2 tokens with FSDP, evaluates
+it and samples from it. Run alone for one rank, or under mpirun for several.
+
+data:
+  --data FILE             training tokens: llm.c's .bin (tessera-tokenize, scripts/get-text-corpus)
+                          or a .txt file, tokenized with --vocab [data/brown/train.bin]
+  --val-data FILE         validation tokens (.bin or .txt); none: no evaluation
+  --vocab DIR             GPT-2's encoder.json and vocab.bpe (scripts/get-gpt2-tokenizer), for
+                          .txt data, --prompt and printing samples [data/gpt2]
+  --data-order NAME       random (seeded windows, reshuffled each epoch) or sequential
+                          (llm.c's order) [random]
+model:
+  --preset NAME           gpt2 (124M), gpt2-medium (355M), gpt2-large (774M), gpt2-xl (1558M);
+                          the sizes below override it [none: 4 layers, 4 heads, 256, block 256]
+  --n-layer N --n-head N --n-embd N --block-size N
+  --dropout P             dropout of embeddings, attention weights and residuals [0]
+  --dtype NAME            float32 or float64 [float32]
+training:
+  --batch-size B          rows of the global batch, split over the ranks [16]
+  --seq-len T             tokens per row, at most the block size [the block size]
+  --steps N               optimizer steps [300]
+  --lr X                  peak learning rate [1e-3]
+  --min-lr X              the cosine schedule's final rate [lr / 10]
+  --warmup-steps N        linear warmup steps (nanoGPT's: lr (step + 1) / (N + 1)) [30]
+  --lr-schedule NAME      cosine (warmup, then cosine decay to --min-lr at --steps: nanoGPT's
+                          get_lr) or constant (warmup, then --lr) [cosine]
+  --beta1 X --beta2 X --eps X   AdamW's [0.9, 0.99, 1e-8]
+  --weight-decay X        AdamW's, on the 2-D weights only (nanoGPT's groups) [0.1]
+  --grad-clip X           clip the gradient norm to X; 0 = off [1.0]
+  --seed N                initialisation, data order, dropout and sampling [1]
+  --threads N             CPU threads per rank [OpenMP default]
+evaluation and sampling:
+  --eval-interval N       evaluate every N steps (and after the last); 0 = after the last only [100]
+  --eval-batches N        validation batches per evaluation; 0 = the whole file [0]
+  --sample N              after training, generate N tokens from --prompt and print them [0]
+  --prompt TEXT           the prompt [none: <|endoftext|>]
+  --temperature X         sampling temperature; 0 = greedy [0.8]
+  --top-k K               sample among the K most likely tokens; 0 = all [200]
+output:
+  --json                  one JSON object per line: a "train" object per step (step, loss,
+                          lr, step_ms, tokens_per_s, grad_norm), "eval" objects (val_loss),
+                          "sample", "checkpoint", and a final "summary"
+  --log-interval N        steps between text reports when stdout is not a terminal [10]
+weights and checkpoints:
+  --init FILE             start from these weights: Hugging Face's GPT-2 safetensors (the hub's
+                          model.safetensors, or GPT2LMHeadModel's state dict), any world size
+  --save FILE             save the trained weights as Hugging Face's from_pretrained reads them
+                          ("transformer." names, no lm_head, metadata format=pt)
+  --checkpoint-dir DIR    save sharded checkpoints under DIR (DIR/step-00000100, DIR/latest)
+  --checkpoint-every N    every N steps, and at the end [0: at the end only]
+  --keep-checkpoints K    keep the newest K [3; 0 keeps all]
+  --resume                continue from DIR/latest (model, optimizer, schedule, data position),
+                          at any number of ranks; without a checkpoint, start from scratch
+devices:
+  --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
+  --dist-backend NAME     nccl, world or auto, as the MNIST example [auto]
+  --mixed-precision NAME  off, or bf16: bfloat16 parameters and compute, float32 shards,
+                          optimizer state, reductions and logits (cuda) [off]
+  --tf32                  allow TF32 tensor cores in float32 matrix products (cuda)
+  --help                  show this help
+
+A resumed run continues exactly: at the same number of ranks its losses are the ones the
+uninterrupted run would have printed, bit for bit.
+)";
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  example::CommandLine args("gpt2", argc, argv, kUsage);
+  while (args.next()) {
+    const std::string& flag = args.flag();
+    if (flag == "--data") o.data = args.value();
+    else if (flag == "--val-data") o.val_data = args.value();
+    else if (flag == "--vocab") o.vocab = args.value();
+    else if (flag == "--data-order") o.data_order = args.value();
+    else if (flag == "--preset") o.preset = args.value();
+    else if (flag == "--n-layer") o.n_layer = args.number<int64_t>();
+    else if (flag == "--n-head") o.n_head = args.number<int64_t>();
+    else if (flag == "--n-embd") o.n_embd = args.number<int64_t>();
+    else if (flag == "--block-size") o.block_size = args.number<int64_t>();
+    else if (flag == "--dropout") o.dropout = args.number<double>();
+    else if (flag == "--dtype") o.dtype = args.value();
+    else if (flag == "--batch-size") o.batch_size = args.number<int64_t>();
+    else if (flag == "--seq-len") o.seq_len = args.number<int64_t>();
+    else if (flag == "--steps") o.steps = args.number<int64_t>();
+    else if (flag == "--lr") o.lr = args.number<double>();
+    else if (flag == "--min-lr") o.min_lr = args.number<double>();
+    else if (flag == "--warmup-steps") o.warmup_steps = args.number<int64_t>();
+    else if (flag == "--lr-schedule") o.lr_schedule = args.value();
+    else if (flag == "--beta1") o.beta1 = args.number<double>();
+    else if (flag == "--beta2") o.beta2 = args.number<double>();
+    else if (flag == "--eps") o.eps = args.number<double>();
+    else if (flag == "--weight-decay") o.weight_decay = args.number<double>();
+    else if (flag == "--grad-clip") o.grad_clip = args.number<double>();
+    else if (flag == "--seed") o.seed = args.number<uint64_t>();
+    else if (flag == "--threads") o.threads = args.number<int>();
+    else if (flag == "--eval-interval") o.eval_interval = args.number<int64_t>();
+    else if (flag == "--eval-batches") o.eval_batches = args.number<int64_t>();
+    else if (flag == "--sample") o.sample = args.number<int64_t>();
+    else if (flag == "--prompt") o.prompt = args.value();
+    else if (flag == "--temperature") o.temperature = args.number<double>();
+    else if (flag == "--top-k") o.top_k = args.number<int64_t>();
+    else if (flag == "--log-interval") o.log_interval = args.number<int64_t>();
+    else if (flag == "--json") o.json = true;
+    else if (flag == "--init") o.init = args.value();
+    else if (flag == "--save") o.save = args.value();
+    else if (flag == "--checkpoint-dir") o.checkpoint_dir = args.value();
+    else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
+    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int64_t>();
+    else if (flag == "--resume") o.resume = true;
+    else if (flag == "--device") o.device = args.value();
+    else if (flag == "--dist-backend") o.dist_backend = args.value();
+    else if (flag == "--mixed-precision") o.mixed_precision = args.value();
+    else if (flag == "--tf32") o.tf32 = true;
+    else args.unknown();
+  }
+  auto one_of = [&](const std::string& flag, const std::string& value, std::initializer_list<const char*> allowed) {
+    std::string names;
+    for (const char* name : allowed) {
+      if (value == name) return;
+      names += names.empty() ? name : std::string(", ") + name;
+    }
+    args.error(flag + " must be one of " + names + ", got '" + value + "'");
+  };
+  one_of("--data-order", o.data_order, {"random", "sequential"});
+  one_of("--dtype", o.dtype, {"float32", "float64"});
+  one_of("--lr-schedule", o.lr_schedule, {"cosine", "constant"});
+  one_of("--device", o.device, {"cpu", "cuda"});
+  one_of("--dist-backend", o.dist_backend, {"auto", "nccl", "world"});
+  one_of("--mixed-precision", o.mixed_precision, {"off", "bf16"});
+  if (!o.preset.empty()) one_of("--preset", o.preset, {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"});
+  if (o.batch_size < 1) args.error("--batch-size must be positive");
+  if (o.lr <= 0) args.error("--lr must be positive");
+  if (!o.min_lr) o.min_lr = o.lr / 10;
+  if (*o.min_lr > o.lr) args.error("--min-lr must not exceed --lr");
+  if (o.warmup_steps > o.steps && o.lr_schedule == "cosine") o.warmup_steps = o.steps;
+  if (o.dropout >= 1) args.error("--dropout must be below 1");
+  if (o.resume && o.checkpoint_dir.empty()) args.error("--resume needs --checkpoint-dir");
+  if (o.device == "cpu" && o.mixed_precision != "off") {
+    args.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
+  }
+  if (o.mixed_precision != "off" && o.dtype != "float32") args.error("--mixed-precision bf16 needs --dtype float32");
+  if (o.log_interval < 1) o.log_interval = 1;
+  return o;
+}
+
+models::GPTConfig model_config(const Options& o) {
+  models::GPTConfig config =
+      o.preset.empty() ? models::GPTConfig{.n_layer = 4, .n_head = 4, .n_embd = 256, .block_size = 256}
+                       : models::GPTConfig::preset(o.preset);
+  if (o.n_layer) config.n_layer = *o.n_layer;
+  if (o.n_head) config.n_head = *o.n_head;
+  if (o.n_embd) config.n_embd = *o.n_embd;
+  if (o.block_size) config.block_size = *o.block_size;
+  config.dropout = o.dropout;
+  return config;
+}
+
+// Prints on rank 0 only: JSON lines, a progress bar on a terminal, or plain lines. Every
+// event is one JSON object built here, so a new field is one more member in one place.
+class Reporter : public example::Printer {
+ public:
+  Reporter(const Options& options, bool is_rank0)
+      : Printer(options.json, is_rank0), steps_(options.steps), log_interval_(options.log_interval) {}
+
+  struct Step {
+    int64_t step;  // 0-based
+    double loss, lr, step_ms, tokens_per_s, grad_norm;
+  };
+  void step(const Step& s) {
+    if (!active()) return;
+    if (json()) {
+      print_json({{"event", "train"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"step_ms", s.step_ms},
+                  {"tokens_per_s", s.tokens_per_s}, {"grad_norm", s.grad_norm}});
+    } else if (tty()) {
+      const int width = 30;
+      const int done = static_cast<int>(width * (s.step + 1) / std::max<int64_t>(steps_, 1));
+      std::printf("\rstep %lld/%lld [%s%s] loss %.4f  lr %.2e  %.0f ms  %.0f tok/s ", static_cast<long long>(s.step + 1),
+                  static_cast<long long>(steps_), std::string(static_cast<size_t>(done), '=').c_str(),
+                  std::string(static_cast<size_t>(width - done), ' ').c_str(), s.loss, s.lr, s.step_ms, s.tokens_per_s);
+      std::fflush(stdout);
+      newline_pending_ = true;
+    } else if (s.step % log_interval_ == 0 || s.step + 1 == steps_) {
+      std::printf("step %lld: loss %.4f, lr %.3e, %.0f ms, %.0f tokens/s\n", static_cast<long long>(s.step), s.loss,
+                  s.lr, s.step_ms, s.tokens_per_s);
+      std::fflush(stdout);
+    }
+  }
+
+  void eval(int64_t step, double val_loss, int64_t tokens) {
+    if (!active()) return;
+    if (json()) {
+      print_json({{"event", "eval"}, {"step", step}, {"val_loss", val_loss}, {"val_tokens", tokens}});
+      return;
+    }
+    end_bar();
+    std::printf("step %lld: validation loss %.4f (%lld tokens)\n", static_cast<long long>(step), val_loss,
+                static_cast<long long>(tokens));
+    std::fflush(stdout);
+  }
+
+  void sample(const std::string& prompt, const std::vector<int64_t>& tokens, const std::optional<std::string>& text) {
+    if (!active()) return;
+    if (json()) {
+      json::Array ids;
+      for (int64_t t : tokens) ids.emplace_back(t);
+      json::Object object{{"event", "sample"}, {"prompt", prompt}, {"tokens", std::move(ids)}};
+      if (text) object.emplace_back("text", *text);
+      print_json_object(std::move(object));
+      return;
+    }
+    end_bar();
+    if (text) {
+      std::printf("---- sample ----\n%s\n----------------\n", text->c_str());
+    } else {
+      std::string ids;
+      for (int64_t t : tokens) ids += std::to_string(t) + " ";
+      std::printf("---- sample (token ids: no tokenizer) ----\n%s\n", ids.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  void checkpoint(const std::string& event, const std::string& path, uint64_t step) {
+    if (!active()) return;
+    if (json()) {
+      print_json({{"event", event}, {"path", path}, {"step", static_cast<int64_t>(step)}});
+      return;
+    }
+    end_bar();
+    std::printf("%s %s (step %llu)\n", event == "resume" ? "resumed from" : "saved checkpoint", path.c_str(),
+                static_cast<unsigned long long>(step));
+    std::fflush(stdout);
+  }
+
+  // The run's last object: what a script reads at the end (issue #13 adds memory figures).
+  void summary(json::Object fields) {
+    if (!active()) return;
+    end_bar();
+    fields.insert(fields.begin(), json::Member{"event", "summary"});
+    if (json()) {
+      print_json_object(std::move(fields));
+      return;
+    }
+    std::string text;
+    for (size_t i = 1; i < fields.size(); ++i) text += (i > 1 ? ", " : "") + fields[i].first + " " + json::write(fields[i].second);
+    std::printf("summary: %s\n", text.c_str());
+    std::fflush(stdout);
+  }
+
+  void info(const std::string& text) {
+    if (!active()) return;
+    end_bar();
+    line(text);
+  }
+
+ private:
+  void print_json_object(json::Object object) {
+    std::printf("%s\n", json::write(json::Value(std::move(object))).c_str());
+    std::fflush(stdout);
+  }
+  void end_bar() {
+    if (newline_pending_) std::printf("\n");
+    newline_pending_ = false;
+  }
+
+  int64_t steps_, log_interval_;
+  bool newline_pending_ = false;
+};
+
+// ---- Setup: data ----
+
+// A token file for `path`: a .bin as it is, a .txt tokenized (<|endoftext|> first, as
+// tessera-tokenize does) into a file of this rank's own under `scratch`.
+fs::path token_file(const std::string& path, const std::optional<ts::text::GPT2Tokenizer>& tokenizer,
+                    const fs::path& scratch, const std::string& vocab) {
+  if (fs::path(path).extension() != ".txt") return path;
+  TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: ", path, " is text and needs GPT-2's tokenizer in ", vocab,
+           " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
+  std::ifstream in(path, std::ios::binary);
+  TS_CHECK(in.good(), ts::io::IOError, "gpt2: cannot read ", path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<int64_t> ids{tokenizer->eot_token()};
+  tokenizer->encode(text, ids);
+  std::vector<uint16_t> tokens(ids.begin(), ids.end());
+  fs::create_directories(scratch);
+  fs::path out = scratch / (fs::path(path).stem().string() + ".bin");
+  ts::data::write_token_file(out, tokens);
+  return out;
+}
+
+// Removes this rank's tokenized text files when the run ends.
+struct ScratchFolder {
+  fs::path path;
+  ~ScratchFolder() {
+    std::error_code ignored;
+    if (!path.empty()) fs::remove_all(path, ignored);
+  }
+};
+
+std::optional<ts::text::GPT2Tokenizer> load_tokenizer(const std::string& vocab) {
+  if (!fs::exists(fs::path(vocab) / "encoder.json")) return std::nullopt;
+  return ts::text::GPT2Tokenizer(vocab);
+}
+
+ts::data::DataLoader train_loader(const ts::data::TokenDataset& data, const Options& o,
+                                  const ts::dist::ProcessGroup& world) {
+  TS_CHECK(data.size() >= o.batch_size, ts::ValueError, "gpt2: ", data.files().front().path().string(), " holds ",
+           data.size(), " windows of ", data.seq_len() + 1, " tokens, fewer than --batch-size ", o.batch_size);
+  return ts::data::DataLoader(data, {.batch_size = o.batch_size, .shuffle = o.data_order == "random", .seed = o.seed,
+                                     .drop_last = true, .sampler = {.rank = world.rank(), .world_size = world.size()}});
+}
+
+// ---- Training, evaluation, sampling ----
+
+struct Trainer {
+  models::GPT2& model;
+  ts::optim::Optimizer& optimizer;
+  ts::optim::LRScheduler& schedule;
+  ts::dist::ProcessGroup& world;
+  ts::Device device;
+  double grad_clip;
+};
+
+struct StepResult {
+  double loss;       // the global mean over the batch's tokens
+  double grad_norm;  // before clipping (0 when not clipping)
+};
+
+// Each rank's loss is its rows' summed cross entropy over the global batch's token count,
+// and FSDP sums the gradients: the mean over all tokens, exact at any split of the rows.
+StepResult train_step(Trainer& t, const ts::data::Batch& batch, uint64_t step, uint64_t seed) {
+  ts::nn::BatchScope scope({.seed = seed, .step = step, .first_row = batch.first_row});
+  t.optimizer.zero_grad();
+  ts::Tensor logits = t.model(batch.data.to(t.device));
+  const double global_tokens = static_cast<double>(batch.global_rows * batch.data.size(1));
+  ts::Tensor loss = ts::cross_entropy(logits.flatten(0, 1), batch.target.to(t.device).flatten(),
+                                      {.reduction = ts::Reduction::sum}) / global_tokens;
+  loss.backward();
+  const double grad_norm = t.grad_clip > 0 ? ts::fsdp::clip_grad_norm(t.model, t.grad_clip) : 0.0;
+  t.optimizer.step();
+  t.schedule.step();
+  return {example::global_sum(t.world, loss), grad_norm};
+}
+
+struct EvalResult {
+  double loss;
+  int64_t tokens;
+};
+
+// The mean cross entropy over the validation batches (each rank its rows), in eval mode.
+EvalResult evaluate(Trainer& t, const ts::data::DataLoader& loader, int64_t max_batches) {
+  t.model.eval();
+  ts::Tensor loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = t.device});
+  int64_t tokens = 0;
+  {
+    ts::NoGradGuard no_grad;
+    for (const ts::data::Batch& batch : loader.epoch(0)) {
+      if (max_batches > 0 && batch.index >= max_batches) break;
+      ts::Tensor logits = t.model(batch.data.to(t.device));
+      loss_sum.add_(ts::cross_entropy(logits.flatten(0, 1), batch.target.to(t.device).flatten(),
+                                      {.reduction = ts::Reduction::sum}).to(ts::DType::f64));
+      tokens += batch.global_rows * batch.data.size(1);
+    }
+  }
+  t.model.train();
+  return {example::global_sum(t.world, loss_sum) / static_cast<double>(std::max<int64_t>(tokens, 1)), tokens};
+}
+
+// Generates on every rank (the forward passes are collective); rank 0 prints.
+void sample(models::GPT2& model, const Options& o, const std::optional<ts::text::GPT2Tokenizer>& tokenizer,
+            ts::Device device, Reporter& report) {
+  std::vector<int64_t> prompt{50256};  // <|endoftext|>, as nanoGPT's samples start
+  if (!o.prompt.empty()) {
+    TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: --prompt needs GPT-2's tokenizer in ", o.vocab,
+             " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
+    prompt = tokenizer->encode(o.prompt);
+  }
+  ts::Tensor ids = ts::tensor<int64_t>(prompt).to(device);
+  models::GenerateOptions options{.temperature = o.temperature, .seed = o.seed};
+  if (o.top_k > 0) options.top_k = o.top_k;
+  std::vector<int64_t> tokens = model.generate(ids, o.sample, options).cpu().to_vector<int64_t>();
+  std::optional<std::string> text;
+  const bool decodable = tokenizer && std::all_of(tokens.begin(), tokens.end(), [&](int64_t t) { return t < tokenizer->vocab_size(); });
+  if (decodable) text = tokenizer->decode(std::vector<int64_t>(tokens.begin() + (o.prompt.empty() ? 1 : 0), tokens.end()));
+  report.sample(o.prompt, tokens, text);
+}
+
+void save_weights(models::GPT2& model, const std::string& path, const ts::dist::ProcessGroup& world,
+                  Reporter& report) {
+  ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
+  if (world.rank() == 0) models::save_gpt2_safetensors(weights, path);
+  report.info("saved " + path);
+}
+
+// What a checkpoint must agree on to be resumed by this run.
+json::Object run_settings(const Options& o, const models::GPTConfig& config, int64_t seq_len) {
+  return {{"n_layer", config.n_layer}, {"n_head", config.n_head}, {"n_embd", config.n_embd},
+          {"block_size", config.block_size}, {"vocab_size", config.vocab_size}, {"batch_size", o.batch_size},
+          {"seq_len", seq_len}, {"data_order", o.data_order}};
+}
+
+void check_resumable(const json::Value& saved, const json::Object& ours, const std::string& path) {
+  for (const auto& [key, value] : ours) {
+    const json::Value* found = saved.find(key);
+    TS_CHECK(found != nullptr, ts::ValueError, "--resume: ", path, " was not saved by this example (no '", key, "')");
+    TS_CHECK(json::write(*found) == json::write(value), ts::ValueError, "--resume: ", path, " was saved with ", key,
+             " ", json::write(*found), ", this run has ", json::write(value), "; resume with the same settings");
+  }
+}
+
+int run(int argc, char** argv) {
+  // ---- Setup ----
+  auto world = ts::dist::init(argc, argv);
+  const Options options = parse_options(argc, argv);
+  if (options.threads > 0) ts::set_num_threads(options.threads);
+  Reporter report(options, world->rank() == 0);
+  const ts::Device device = example::training_device(options.device, *world);
+  if (options.tf32) ts::cuda::set_allow_tf32(true);
+  std::shared_ptr<ts::dist::ProcessGroup> group = example::collective_group(options.dist_backend, world, device);
+
+  const models::GPTConfig config = model_config(options);
+  config.check();
+  const int64_t seq_len = options.seq_len.value_or(config.block_size);
+  if (seq_len < 1 || seq_len > config.block_size) {
+    example::CommandLine("gpt2", argc, argv, kUsage)
+        .error(ts::detail::concat("--seq-len must be in [1, block size ", config.block_size, "], got ", seq_len));
+  }
+
+  const std::optional<ts::text::GPT2Tokenizer> tokenizer = load_tokenizer(options.vocab);
+  ScratchFolder scratch{fs::temp_directory_path() /
+                        ts::detail::concat("tessera-gpt2-", ::getpid(), "-rank", world->rank())};
+  const ts::data::TokenDatasetOptions windows{.seq_len = seq_len, .vocab_size = config.vocab_size};
+  ts::data::TokenDataset train_set(token_file(options.data, tokenizer, scratch.path, options.vocab), windows);
+  std::optional<ts::data::TokenDataset> val_set;
+  if (!options.val_data.empty()) val_set.emplace(token_file(options.val_data, tokenizer, scratch.path, options.vocab), windows);
+  ts::data::DataLoader train_batches = train_loader(train_set, options, *world);
+  std::optional<ts::data::DataLoader> val_batches;
+  if (val_set) {
+    const int64_t rows = std::min(options.batch_size, val_set->size());
+    TS_CHECK(rows > 0, ts::ValueError, "gpt2: ", options.val_data, " holds no window of ", seq_len + 1, " tokens");
+    val_batches.emplace(*val_set, ts::data::DataLoaderOptions{.batch_size = rows, .drop_last = true,
+                                                              .sampler = {.rank = world->rank(), .world_size = world->size()}});
+  }
+
+  models::GPT2 model(config);
+  model.reset_parameters(options.seed);
+  if (options.dtype == "float64") model.to(ts::DType::f64);
+  ts::fsdp::FullyShardOptions sharding{.wrap_policy = ts::fsdp::WrapPolicy::module_type({models::kBlockTypeName}),
+                                       .gradient_reduction = ts::dist::ReduceOp::sum,
+                                       .device = device};
+  if (options.mixed_precision == "bf16") {
+    sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32,
+                                .output_dtype = ts::DType::f32};
+  }
+  ts::fsdp::fully_shard(model, group, sharding);
+  if (!options.init.empty()) model.load_hf_state_dict(ts::io::load(options.init));
+
+  // nanoGPT's optimizer: weight decay on the matrices (and embeddings), not on biases and norms.
+  std::vector<ts::Tensor> decay, no_decay;
+  for (auto& [name, p] : ts::fsdp::named_original_parameters(model)) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  ts::optim::AdamW optimizer({{decay, {.weight_decay = options.weight_decay}}, {no_decay, {.weight_decay = 0.0}}},
+                             {.lr = options.lr, .betas = {options.beta1, options.beta2}, .eps = options.eps});
+  // nanoGPT's get_lr through LambdaLR; "constant" is the same warmup with min_lr = lr.
+  const double min_lr = options.lr_schedule == "cosine" ? *options.min_lr : options.lr;
+  ts::optim::LambdaLR schedule(optimizer, ts::optim::warmup_cosine({.lr = options.lr, .min_lr = min_lr,
+                                                                     .warmup_steps = options.warmup_steps,
+                                                                     .decay_steps = std::max(options.steps, options.warmup_steps)}));
+  const ts::checkpoint::Stateful stateful{.optimizer = &optimizer, .scheduler = &schedule};
+
+  ts::checkpoint::TrainingState state{.step = 0, .epoch = 0, .batch = 0, .seed = options.seed};
+  const json::Object settings = run_settings(options, config, seq_len);
+  std::optional<ts::checkpoint::CheckpointManager> checkpoints;
+  if (!options.checkpoint_dir.empty()) {
+    checkpoints.emplace(options.checkpoint_dir,
+                        ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints)});
+  }
+  if (options.resume) {
+    if (auto restored = checkpoints->restore(model, stateful)) {
+      check_resumable(restored->extra, settings, *checkpoints->latest());
+      state = *restored;
+      report.checkpoint("resume", *checkpoints->latest(), state.step);
+    } else {
+      report.info("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
+    }
+  }
+  auto save_checkpoint = [&] {
+    ts::checkpoint::TrainingState saved = state;
+    saved.extra = json::Value(settings);
+    report.checkpoint("checkpoint", checkpoints->save(model, stateful, saved), saved.step);
+  };
+
+  report.info(ts::detail::concat("GPT-2: ", config.n_layer, " layers, ", config.n_head, " heads, ", config.n_embd,
+                                 " embedding, block ", config.block_size, ": ", config.num_parameters(), " parameters (",
+                                 options.dtype, "); ", train_set.num_tokens(), " training tokens, ",
+                                 train_batches.size(), " batches of ", options.batch_size, " x ", seq_len,
+                                 " per epoch; ", world->size(), " rank(s), ", ts::get_num_threads(), " thread(s) each",
+                                 device.is_cuda() ? ts::detail::concat("; ", device.str(), ", collectives on ", group->backend_name(),
+                                                                       options.mixed_precision == "bf16" ? ", bfloat16 compute" : "")
+                                                  : std::string()));
+
+  // ---- Train ----
+  Trainer trainer{model, optimizer, schedule, *world, device, options.grad_clip};
+  const int64_t tokens_per_step = options.batch_size * seq_len;
+  double last_loss = 0, last_val_loss = -1;
+  double timed_seconds = 0;  // of the steps after the first (which warms caches up)
+  int64_t timed_steps = 0;
+  uint64_t saved_at = state.step;
+  const auto started = std::chrono::steady_clock::now();
+  auto run_eval = [&] {
+    if (!val_batches) return;
+    EvalResult result = evaluate(trainer, *val_batches, options.eval_batches);
+    last_val_loss = result.loss;
+    report.eval(static_cast<int64_t>(state.step), result.loss, result.tokens);
+  };
+  while (static_cast<int64_t>(state.step) < options.steps) {
+    ts::data::Epoch batches = train_batches.epoch(state.epoch, state.batch);
+    for (const ts::data::Batch& batch : batches) {
+      if (static_cast<int64_t>(state.step) >= options.steps) break;
+      const double lr = optimizer.lr(0);
+      const auto step_started = std::chrono::steady_clock::now();
+      const StepResult result = train_step(trainer, batch, state.step, state.seed);  // the global loss: all steps done
+      const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_started).count();
+      const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
+      report.step({.step = static_cast<int64_t>(state.step), .loss = result.loss, .lr = lr, .step_ms = step_ms,
+                   .tokens_per_s = tokens_per_s, .grad_norm = result.grad_norm});
+      last_loss = result.loss;
+      if (state.step > 0) timed_seconds += step_ms / 1000.0, ++timed_steps;
+      ++state.step;
+      state.batch = batch.index + 1;
+      if (options.eval_interval > 0 && state.step % static_cast<uint64_t>(options.eval_interval) == 0 &&
+          static_cast<int64_t>(state.step) < options.steps) {
+        run_eval();
+      }
+      if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
+        save_checkpoint();
+        saved_at = state.step;
+      }
+    }
+    if (state.batch >= train_batches.size()) {
+      ++state.epoch;
+      state.batch = 0;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  // ---- Evaluate, sample, save ----
+  run_eval();
+  if (checkpoints && saved_at != state.step) save_checkpoint();
+  if (options.sample > 0) sample(model, options, tokenizer, device, report);
+  if (!options.save.empty()) save_weights(model, options.save, *world, report);
+  json::Object summary{{"steps", static_cast<int64_t>(state.step)}, {"seconds", seconds},
+                       {"tokens_per_s", timed_steps > 0 ? static_cast<double>(timed_steps * tokens_per_step) / timed_seconds : 0.0},
+                       {"parameters", config.num_parameters()}, {"world_size", world->size()}};
+  if (state.step > 0) summary.emplace_back("loss", last_loss);
+  if (last_val_loss >= 0) summary.emplace_back("val_loss", last_val_loss);
+  report.summary(std::move(summary));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Bad input (a missing or corrupt file, say) ends the program with its message and a
+  // non-zero status; under mpirun the other ranks are then ended too.
+  try {
+    return run(argc, argv);
+  } catch (const ts::Error& error) {
+    std::fprintf(stderr, "gpt2: error: %s\n", error.what());
+    return 1;
+  }
+}
