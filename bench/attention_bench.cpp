@@ -3,7 +3,8 @@
 // random [B, H, T, D] float32 q, k, v, and one JSON line with the median step time,
 // samples/s (B over the median step), the peak memory beyond the inputs (process RSS, as
 // PyTorch's side measures it, and the allocator's own count) and the attention GFLOP/s
-// (the math formulation's 12 B H T^2 D flops per step, halved when causal).
+// (the math formulation's 12 B H T^2 D flops per step, halved when causal) and the CPU
+// kernels chosen at run time (cpu_capability).
 //
 //   build/bench/attention_bench --batch 4 --heads 12 --seq 1024 --dim 64 --threads 2 [--causal]
 #include <sys/resource.h>
@@ -100,9 +101,10 @@ int main(int argc, char** argv) {
   const double flop = 12.0 * static_cast<double>(o.batch * o.heads) * static_cast<double>(o.seq * o.seq) *
                       static_cast<double>(o.dim) * (o.causal ? 0.5 : 1.0);
   std::printf("{\"framework\": \"tessera\", \"median_step_ms\": %.3f, \"samples_per_s\": %.3f, \"gflops\": %.1f, "
-              "\"extra_rss_bytes\": %lld, \"allocator_extra_peak_bytes\": %lld}\n",
+              "\"extra_rss_bytes\": %lld, \"allocator_extra_peak_bytes\": %lld, \"cpu_capability\": \"%s\"}\n",
               median * 1e3, static_cast<double>(o.batch) / median, flop / median / 1e9,
               static_cast<long long>(std::max<int64_t>(0, peak_rss_bytes() - base_rss)),
-              static_cast<long long>(ts::memory_stats().peak_bytes - base_allocated));
+              static_cast<long long>(ts::memory_stats().peak_bytes - base_allocated),
+              std::string(ts::to_string(ts::cpu_capability())).c_str());
   return 0;
 }

@@ -282,6 +282,17 @@ TEST_CASE("a query whose every key is masked gives 0 and zero gradients (PyTorch
   }
 }
 
+TEST_CASE("NaN in a query or key reaches the output, as in PyTorch (not hidden as a masked row)") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Problem p = make_problem({"nan", {1, 1}, 3, 300, 4, 2}, dtype, 15);
+    ts::NoGradGuard no_grad;
+    p.q.narrow(-2, 1, 1).fill_(NAN);  // query 1: every score NaN
+    p.k.narrow(-2, 280, 1).fill_(NAN);  // key 280 (second key tile): NaN for every query
+    const Result r = run_kernel(p);
+    for (int64_t i = 0; i < 3; ++i) CHECK(std::isnan(r.out.select(-2, i).sum().item<double>()));
+  }
+}
+
 TEST_CASE("dropout: the weights dropout() drops in the weights tensor, drawn again identically in backward") {
   const Config c{"dropout", {2, 3}, 20, 33, 8, 8, "none", true, 0, 0.25};
   const Problem p = make_problem(c, DType::f32, 21);
@@ -353,6 +364,43 @@ TEST_CASE("nn::scaled_dot_product_attention drops what its Dropout module drops 
   model.eval();
   CHECK(bit_equal(nn::scaled_dot_product_attention(p.q, p.k, p.v, model.attn_dropout, {.is_causal = true}),
                   ts::scaled_dot_product_attention(p.q, p.k, p.v, {.is_causal = true})));
+}
+
+TEST_CASE("a batch split across ranks gives each sample the bits of the whole batch, dropout included") {
+  // What FSDP's parity at any world size and activation checkpointing need: samples 0-1 and
+  // 2-3 computed apart (two ranks; BatchScope's first_row is each rank's first global row)
+  // give the outputs and gradients of the batch of 4 bit for bit, the dropped weights too.
+  struct Attention : nn::Module {
+    nn::Dropout attn_dropout{0.2};
+    Attention() { register_modules({{"attn_dropout", attn_dropout}}); }
+  } model;
+  const int64_t B = 4, H = 3, T = 70, D = 16;
+  const Tensor q = uniform({B, T, H, D}, 61, DType::f32), k = uniform({B, T, H, D}, 62, DType::f32);
+  const Tensor v = uniform({B, T, H, D}, 63, DType::f32), grad_output = uniform({B, H, T, D}, 64, DType::f32);
+  struct Run {
+    Tensor out, dq, dk, dv;
+  };
+  auto run = [&](int64_t first, int64_t rows) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : {q, k, v}) leaves.push_back(t.narrow(0, first, rows).clone().requires_grad_());
+    nn::BatchScope scope({.seed = 9, .step = 3, .first_row = first});
+    Tensor out = nn::scaled_dot_product_attention(leaves[0].transpose(1, 2), leaves[1].transpose(1, 2),
+                                                  leaves[2].transpose(1, 2), model.attn_dropout, {.is_causal = true});
+    out.backward(grad_output.narrow(0, first, rows));
+    return Run{out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
+  };
+  const Run whole = run(0, B), first = run(0, 2), second = run(2, 2);
+  CHECK(bit_equal(whole.out, ts::cat({first.out, second.out}, 0)));
+  CHECK(bit_equal(whole.dq, ts::cat({first.dq, second.dq}, 0)));
+  CHECK(bit_equal(whole.dk, ts::cat({first.dk, second.dk}, 0)));
+  CHECK(bit_equal(whole.dv, ts::cat({first.dv, second.dv}, 0)));
+  CHECK(bit_equal(whole.out, run(0, B).out));  // recomputed (checkpointing): the same bits
+  // The second half at first_row 0 instead of 2 draws other masks.
+  nn::BatchScope scope({.seed = 9, .step = 3, .first_row = 0});
+  const Tensor misplaced = nn::scaled_dot_product_attention(
+      q.narrow(0, 2, 2).transpose(1, 2), k.narrow(0, 2, 2).transpose(1, 2), v.narrow(0, 2, 2).transpose(1, 2),
+      model.attn_dropout, {.is_causal = true});
+  CHECK(max_difference(misplaced, second.out) > 1e-3);
 }
 
 TEST_CASE("a floating mask that requires grad gets its gradient (the unblocked path)") {

@@ -79,9 +79,9 @@ TEST_CASE("a user's GPT-2 block matches PyTorch 1.13 on the same weights, forwar
   const char* dir = std::getenv("TESSERA_SOURCE_DIR");
   REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
   const ts::StateDict reference = ts::io::load(std::string(dir) + "/tests/nn/transformer_block_reference.safetensors");
-  for (const auto& [prefix, dtype, tolerance] : {std::tuple{"f32", DType::f32, 1e-5}, {"f64", DType::f64, 1e-12}}) {
+  for (const auto& [prefix, dtype, tolerance] : {std::tuple{std::string("f32"), DType::f32, 1e-5}, {std::string("f64"), DType::f64, 1e-12}}) {
     CAPTURE(prefix);
-    auto stored = [&](const std::string& name) { return reference.at(std::string(prefix) + "/" + name); };
+    auto stored = [&](const std::string& name) { return reference.at(prefix + "/" + name); };
     Block block(32, 4);
     block.to(dtype);
     ts::StateDict weights;
@@ -99,6 +99,6 @@ TEST_CASE("a user's GPT-2 block matches PyTorch 1.13 on the same weights, forwar
       CHECK(difference <= tolerance);
       worst = std::max(worst, difference);
     }
-    MESSAGE(std::string(prefix) << ": largest difference from PyTorch, relative to each tensor's largest value: " << worst);
+    MESSAGE(prefix << ": largest difference from PyTorch, relative to each tensor's largest value: " << worst);
   }
 }

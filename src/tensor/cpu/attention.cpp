@@ -33,10 +33,14 @@
 //
 // A row with no key left (every key masked, or S = 0) has l = 0: its output is 0 and its
 // lse -inf, as PyTorch >= 2.5's math path gives (its _safe_softmax; earlier versions give
-// NaN); its gradients are 0. The tiles' GEMMs are cpu::gemm (the float32 AVX-512 tiles of
-// sgemm.cpp where they apply, Eigen or OpenBLAS otherwise); the softmax steps are plain
-// loops for the compiler's vectoriser, with a Cephes-style exp in float32 (about 1 ulp) and
-// std::exp in float64 (the gradient checks' dtype).
+// NaN); its gradients are 0. NaN scores are not mistaken for such a row: they reach the
+// output, as in PyTorch.
+//
+// Arithmetic. The tiles' GEMMs are cpu::gemm (sgemm.cpp's AVX-512 tiles, chosen at run time
+// where the CPU has them; Eigen or OpenBLAS otherwise), so there is no instruction-set code
+// here: the softmax steps are plain loops written so that GCC vectorises them for the build's
+// baseline (AVX2) — selects as bit masks, maxima as comparisons — with a Cephes-style exp in
+// float32 (1.4 ulp) and std::exp in float64 (the gradient checks' dtype).
 #include <omp.h>
 
 #include <algorithm>
@@ -62,12 +66,22 @@ constexpr int64_t kKeyBlock = 256;
 // Below this many multiply-adds (N L S (E + Ev)) the kernel runs on one thread.
 constexpr int64_t kParallelWork = int64_t{1} << 18;
 
-// e^x: 2^n e^r with n = round(x log2 e), |r| <= ln 2 / 2, e^r by Cephes's expf polynomial.
-// Zero below -87.3 (where e^x leaves float's normal range), which includes -inf.
+// a where `take`, else b, through bit masks: GCC 12 vectorises this for AVX2 as well as
+// AVX-512, a ?: on floats only for AVX-512.
+inline float select(bool take, float a, float b) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(take);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) | (std::bit_cast<uint32_t>(b) & ~mask));
+}
+inline double select(bool take, double a, double b) { return take ? a : b; }
+
+// e^x: 2^n e^r with n = round(x log2 e), |r| <= ln 2 / 2, e^r by Cephes's expf polynomial
+// (at most 1.4 ulp from e^x, measured over [-87, 0.5]). Zero below -87.3, where e^x leaves
+// float's normal range (so -inf gives 0); NaN stays NaN. No float-to-int conversion: n is
+// read from the mantissa of x log2 e + 1.5 * 2^23, which rounds it.
 inline float exp_of(float x) {
-  const float clamped = std::max(x, -88.0f);
-  const float t = clamped * 1.44269504088896341f;
-  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest: 1.5 * 2^23
+  const float clamped = select(x < -88.0f, -88.0f, x);
+  const float shifted = clamped * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
   const float r = (clamped - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -76,8 +90,8 @@ inline float exp_of(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const float two_to_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.3f ? 0.0f : p * two_to_n;
+  const float two_to_n = std::bit_cast<float>((std::bit_cast<uint32_t>(shifted) - 0x4B400000u + 127u) << 23);
+  return select(x < -87.3f, 0.0f, p * two_to_n);
 }
 inline double exp_of(double x) { return std::exp(x); }
 
@@ -181,7 +195,7 @@ struct DropoutDraw {
       const int64_t begin = std::max(first, block0 * 4), end = std::min(first + count, (block0 + kBlocks) * 4);
       for (int64_t c = begin; c < end; ++c) {
         const int64_t b = c / 4 - block0;
-        keep[c - first] = philox::unit_float(words[c % 4][b]) >= p ? T(1) : T(0);
+        keep[c - first] = static_cast<T>(philox::unit_float(words[c % 4][b]) >= p);
       }
     }
   }
@@ -280,7 +294,7 @@ void mask_row(const MaskView<T>& mask, int64_t n, int64_t i, int64_t j0, int64_t
     for (int64_t j = std::clamp<int64_t>(i - j0 + 1, 0, cols); j < cols; ++j) s[j] = kMinusInfinity<T>;
   } else if (mask.keep != nullptr) {
     const bool* keep = mask.keep + mask.offsets[n] + i * mask.row_stride + j0 * mask.col_stride;
-    for (int64_t j = 0; j < cols; ++j) s[j] = keep[j * mask.col_stride] ? s[j] : kMinusInfinity<T>;
+    for (int64_t j = 0; j < cols; ++j) s[j] = select(keep[j * mask.col_stride], s[j], kMinusInfinity<T>);
   } else if (mask.add != nullptr) {
     const T* add = mask.add + mask.offsets[n] + i * mask.row_stride + j0 * mask.col_stride;
     for (int64_t j = 0; j < cols; ++j) s[j] += add[j * mask.col_stride];
@@ -296,19 +310,14 @@ void masked_scores(const Problem<T>& p, const HeadTransposes<T>& heads, int64_t 
   for (int64_t r = 0; r < rows; ++r) mask_row(p.mask, n, i0 + r, j0, cols, scores + r * p.key_block);
 }
 
-// Sixteen running maxima, so that the loop becomes vector maxima (a single one is a chain
-// of dependent scalar ones).
+// Written as a comparison, not std::max: GCC turns this reduction into vector maxima for
+// AVX2 and AVX-512 alike, std::max's form only for AVX-512.
 template <class T>
 T row_maximum(const T* s, int64_t cols) {
-  constexpr int kLanes = 16;
-  T lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, kMinusInfinity<T>);
-  int64_t j = 0;
-  for (; j + kLanes <= cols; j += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], s[j + l]);
-  }
-  for (; j < cols; ++j) lanes[0] = std::max(lanes[0], s[j]);
-  return *std::max_element(lanes, lanes + kLanes);
+  T maximum = kMinusInfinity<T>;
+#pragma omp simd reduction(max : maximum)
+  for (int64_t j = 0; j < cols; ++j) maximum = s[j] > maximum ? s[j] : maximum;
+  return maximum;
 }
 
 // s[j] = exp(s[j] - shift); returns their sum.
@@ -381,8 +390,12 @@ void forward_block(const Problem<T>& p, ForwardScratch<T>& w, int64_t n, int64_t
     for (int64_t r = 0; r < rows; ++r) {
       T* s = w.scores + r * bk;
       const T new_max = std::max(row_max[r], row_maximum(s, cols));
-      if (new_max == kMinusInfinity<T>) {  // no key of this row taken part yet
-        std::fill(s, s + cols, T(0));
+      if (new_max == kMinusInfinity<T>) {  // no key of this row taken part yet, or only NaN scores
+        if (std::any_of(s, s + cols, [](T x) { return std::isnan(x); })) {
+          row_max[r] = row_sum[r] = std::numeric_limits<T>::quiet_NaN();  // NaN in, NaN out (as PyTorch)
+        } else {
+          std::fill(s, s + cols, T(0));
+        }
         continue;
       }
       const T correction = exp_of(row_max[r] - new_max);  // 0 for the row's first keys

@@ -62,6 +62,13 @@ __device__ __forceinline__ double exp_of(double x) { return exp(x); }
 __device__ __forceinline__ float log_of(float x) { return logf(x); }
 __device__ __forceinline__ double log_of(double x) { return log(x); }
 
+// The larger of a and b, NaN when either is (fmax would drop a NaN, and a row of NaN scores
+// would then look like a row without keys).
+template <class T>
+__device__ __forceinline__ T nan_maximum(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
+
 // The maximum of `value` over a kThreads-thread block, in a fixed tree order.
 template <class T>
 __device__ T block_maximum(T value) {
@@ -69,7 +76,7 @@ __device__ T block_maximum(T value) {
   shared[threadIdx.x] = value;
   __syncthreads();
   for (int step = kThreads / 2; step > 0; step >>= 1) {
-    if (threadIdx.x < step) shared[threadIdx.x] = max(shared[threadIdx.x], shared[threadIdx.x + step]);
+    if (threadIdx.x < step) shared[threadIdx.x] = nan_maximum(shared[threadIdx.x], shared[threadIdx.x + step]);
     __syncthreads();
   }
   const T result = shared[0];
@@ -87,7 +94,7 @@ __global__ void softmax_rows_kernel(T* scores, int64_t rows, RowMasking<T> m, T*
     for (int64_t j = threadIdx.x; j < m.keys; j += blockDim.x) {
       const T x = m.masked(s[j], row, j);
       s[j] = x;
-      local_max = max(local_max, x);
+      local_max = nan_maximum(local_max, x);
     }
     const T row_max = block_maximum(local_max);
     T local_sum = 0;
