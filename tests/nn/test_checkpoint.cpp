@@ -197,6 +197,23 @@ TEST_CASE("gradcheck through a checkpointed block (float64)") {
   CHECK(same_bits(through_checkpoint, w.grad()));
 }
 
+TEST_CASE("an input that needs no gradient: the parameters inside still get theirs") {
+  Block plain, checkpointed;
+  plain.reset_parameters(12);
+  checkpointed.reset_parameters(12);
+  plain.eval();
+  checkpointed.eval();
+  ts::Generator gen(13);
+  Tensor x = ts::randn({4, kWidth}, gen);  // data: no gradient wanted
+  plain(x).sum().backward();
+  Tensor y = nn::checkpoint(checkpointed, x);
+  CHECK(y.requires_grad());
+  y.sum().backward();
+  REQUIRE(checkpointed.fc.weight.grad().defined());
+  CHECK(same_bits(plain.fc.weight.grad(), checkpointed.fc.weight.grad()));
+  CHECK(same_bits(plain.ln.weight.grad(), checkpointed.ln.weight.grad()));
+}
+
 TEST_CASE("checkpoint refuses a function that reads a tensor of the outer graph, and runs plainly without grad") {
   Block block;
   ts::Generator gen(10);

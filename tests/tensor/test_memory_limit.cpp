@@ -73,6 +73,7 @@ TEST_CASE("the guard sets a limit for its lifetime and restores the previous one
 TEST_CASE("the CPU allocator gives its cache back before refusing, and refuses past the limit with a clear error") {
   const ts::Device cpu = ts::Device::cpu();
   ts::release_cached_memory(cpu);
+  ts::reset_peak_memory(cpu);  // the peak of earlier tests in this process is not this one's
   const ts::MemoryStats start = ts::memory_stats(cpu);
   const int64_t limit = start.reserved_bytes + 24 * kMiB;
   ts::MemoryLimitGuard guard(cpu, limit);
