@@ -17,8 +17,10 @@ DeviceMesh::DeviceMesh(std::shared_ptr<ProcessGroup> world, std::array<int, 2> s
            "single-rank group), not from the NCCL group '", world_->name(),
            "'; DeviceMeshOptions::backend = Backend::nccl makes its groups NCCL groups");
   const Backend backend = options.backend.value_or(world_->backend());
-  // Every rank splits in the same order: rows (shard groups) first, then columns.
-  const std::string base = world_->name();
+  // Every rank splits in the same order: rows (shard groups) first, then columns. Names
+  // are unique per mesh ("world.mesh3.shard.0": the world's collective count, the same on
+  // every rank here), since the exit watch tells groups apart by name.
+  const std::string base = detail::concat(world_->name(), ".mesh", world_->next_sequence());
   std::shared_ptr<ProcessGroup> rows =
       world_->split(replica_index(), detail::concat(base, ".shard.", replica_index()), options.group_options);
   std::shared_ptr<ProcessGroup> columns =

@@ -51,7 +51,7 @@ class DeviceMesh {
   // group(0) is replicate_group(), group(1) shard_group(); also by name ("replicate", "shard").
   const std::shared_ptr<ProcessGroup>& group(int dim) const;
   const std::shared_ptr<ProcessGroup>& group(const std::string& dim_name) const;
-  // "DeviceMesh(2 x 2: replicate 'world.replicate.1', shard 'world.shard.0')".
+  // "DeviceMesh(2 x 2: replicate 'world.mesh0.replicate.1', shard 'world.mesh0.shard.0')".
   std::string str() const;
 
  private:

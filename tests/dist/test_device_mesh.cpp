@@ -58,6 +58,7 @@ TEST_CASE("DeviceMesh: every factorisation of the world, rows are shard groups a
   for (std::array<int, 2> shape : factorisations(world->size())) {
     CAPTURE(shape[0]);
     CAPTURE(shape[1]);
+    const uint64_t sequence_before = world->next_sequence();
     auto mesh = ts::dist::init_device_mesh(world, shape);
     const int replica = rank / shape[1], index = rank % shape[1];
     CHECK(mesh->replicas() == shape[0]);
@@ -70,8 +71,9 @@ TEST_CASE("DeviceMesh: every factorisation of the world, rows are shard groups a
     CHECK(mesh->replicate_group()->rank() == replica);
     CHECK(mesh->group(0) == mesh->replicate_group());
     CHECK(mesh->group("shard") == mesh->shard_group());
-    CHECK(mesh->shard_group()->name() == world->name() + ".shard." + std::to_string(replica));
-    CHECK(mesh->replicate_group()->name() == world->name() + ".replicate." + std::to_string(index));
+    const std::string base = world->name() + ".mesh" + std::to_string(sequence_before);
+    CHECK(mesh->shard_group()->name() == base + ".shard." + std::to_string(replica));
+    CHECK(mesh->replicate_group()->name() == base + ".replicate." + std::to_string(index));
     // Row `replica` holds world ranks replica*S .. replica*S + S-1; column `index` holds index, index+S, ...
     int64_t row = 0, column = 0;
     for (int i = 0; i < shape[1]; ++i) row += replica * shape[1] + i;
