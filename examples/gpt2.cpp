@@ -83,6 +83,9 @@ struct Options {
   std::string dist_backend = "auto";
   std::string mixed_precision = "off";
   bool tf32 = false;
+  // Memory (issue #13)
+  bool activation_checkpointing = false;
+  std::optional<int64_t> memory_limit;  // bytes, on the training device
 };
 
 const char* kUsage = R"(usage: gpt2 [options]
@@ -128,7 +131,8 @@ evaluation and sampling:
 output:
   --json                  one JSON object per line: a "train" object per step (step, loss,
                           lr, step_ms, tokens_per_s, grad_norm), "eval" objects (val_loss),
-                          "sample", "checkpoint", and a final "summary"
+                          "sample", "checkpoint", a "memory" object per rank (where its bytes
+                          are) and a final "summary" (with peak_bytes and state_bytes)
   --log-interval N        steps between text reports when stdout is not a terminal [10]
 weights and checkpoints:
   --init FILE             start from these weights: Hugging Face's GPT-2 safetensors (the hub's
@@ -146,6 +150,13 @@ devices:
   --mixed-precision NAME  off, or bf16: bfloat16 parameters and compute, float32 shards,
                           optimizer state, reductions and logits (cuda) [off]
   --tf32                  allow TF32 tensor cores in float32 matrix products (cuda)
+memory:
+  --activation-checkpointing  recompute every GPT2Block's activations in backward instead of
+                          keeping them (bit-identical results, less memory)
+  --memory-limit SIZE     refuse to hold more than SIZE on the device (e.g. 2.5GiB; as
+                          torch.cuda.set_per_process_memory_fraction): past it, an error naming
+                          the request, the bytes in use and FSDP's largest holders
+                          [TESSERA_MEMORY_LIMIT, else none]
   --help                  show this help
 
 A resumed run continues exactly: at the same number of ranks its losses are the ones the
@@ -200,6 +211,15 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--dist-backend") o.dist_backend = args.value();
     else if (flag == "--mixed-precision") o.mixed_precision = args.value();
     else if (flag == "--tf32") o.tf32 = true;
+    else if (flag == "--activation-checkpointing") o.activation_checkpointing = true;
+    else if (flag == "--memory-limit") {
+      const std::string text = args.value();
+      try {
+        o.memory_limit = ts::parse_memory_size(text, "--memory-limit");
+      } catch (const ts::Error& e) {
+        args.error(e.what());
+      }
+    }
     else args.unknown();
   }
   auto one_of = [&](const std::string& flag, const std::string& value, std::initializer_list<const char*> allowed) {
@@ -320,7 +340,23 @@ class Reporter : public example::Printer {
     std::fflush(stdout);
   }
 
-  // The run's last object: what a script reads at the end (issue #13 adds memory figures).
+  // Where one rank's bytes are (MemoryFigures below); rank 0 prints every rank's.
+  void memory(int rank, const json::Object& figures) {
+    if (!active()) return;
+    end_bar();
+    if (json()) {
+      json::Object object{{"event", "memory"}, {"rank", static_cast<int64_t>(rank)}};
+      object.insert(object.end(), figures.begin(), figures.end());
+      print_json_object(std::move(object));
+      return;
+    }
+    std::string text = ts::detail::concat("rank ", rank, " memory:");
+    for (const auto& [name, value] : figures) text += " " + name + " " + ts::format_bytes(value.as_int());
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  }
+
+  // The run's last object: what a script reads at the end.
   void summary(json::Object fields) {
     if (!active()) return;
     end_bar();
@@ -396,6 +432,48 @@ ts::data::DataLoader train_loader(const ts::data::TokenDataset& data, const Opti
            data.size(), " windows of ", data.seq_len() + 1, " tokens, fewer than --batch-size ", o.batch_size);
   return ts::data::DataLoader(data, {.batch_size = o.batch_size, .shuffle = o.data_order == "random", .seed = o.seed,
                                      .drop_last = true, .sampler = {.rank = world.rank(), .world_size = world.size()}});
+}
+
+// ---- Memory ----
+
+// This rank's bytes: the allocator's peak on the training device, and the training state
+// (parameter shards, their gradients, the optimizer's state), so that peak - state is what
+// activations and FSDP's unsharded buffers took at their highest.
+struct MemoryFigures {
+  int64_t peak = 0, parameter_shards = 0, gradient_shards = 0, optimizer_state = 0, peak_unsharded = 0;
+  int64_t state() const { return parameter_shards + gradient_shards + optimizer_state; }
+  json::Object json_fields() const {
+    return {{"peak_bytes", peak}, {"state_bytes", state()}, {"parameter_shard_bytes", parameter_shards},
+            {"gradient_shard_bytes", gradient_shards}, {"optimizer_state_bytes", optimizer_state},
+            {"peak_unsharded_bytes", peak_unsharded}};
+  }
+};
+
+MemoryFigures memory_figures(models::GPT2& model, const ts::optim::Optimizer& optimizer, ts::Device device) {
+  const ts::fsdp::MemoryReport report = ts::fsdp::memory_report(model);
+  MemoryFigures figures{.peak = ts::memory_stats(device).peak_bytes, .parameter_shards = report.parameter_shard_bytes,
+                        .gradient_shards = report.gradient_shard_bytes,
+                        .peak_unsharded = report.peak_unsharded_bytes};
+  for (size_t i = 0; i < optimizer.params().size(); ++i) {
+    for (const auto& [name, tensor] : optimizer.state(i)) figures.optimizer_state += static_cast<int64_t>(tensor.nbytes());
+  }
+  return figures;
+}
+
+// Every rank's figures, on every rank (one all-reduce of a [world, 5] table).
+std::vector<MemoryFigures> every_ranks_figures(const MemoryFigures& mine, ts::dist::ProcessGroup& world) {
+  ts::Tensor table = ts::zeros({world.size(), 5}, {.dtype = ts::DType::i64});
+  const std::vector<int64_t> row{mine.peak, mine.parameter_shards, mine.gradient_shards, mine.optimizer_state,
+                                 mine.peak_unsharded};
+  table.select(0, world.rank()).copy_(ts::tensor<int64_t>(row));
+  world.all_reduce(table);
+  std::vector<MemoryFigures> all;
+  for (int r = 0; r < world.size(); ++r) {
+    const std::vector<int64_t> v = table.select(0, r).to_vector<int64_t>();
+    all.push_back({.peak = v[0], .parameter_shards = v[1], .gradient_shards = v[2], .optimizer_state = v[3],
+                   .peak_unsharded = v[4]});
+  }
+  return all;
 }
 
 // ---- Training, evaluation, sampling ----
@@ -503,6 +581,8 @@ int run(int argc, char** argv) {
   if (options.threads > 0) ts::set_num_threads(options.threads);
   Reporter report(options, world->rank() == 0);
   const ts::Device device = example::training_device(options.device, *world);
+  // Everything the allocator hands out from here on counts (TESSERA_MEMORY_LIMIT set it already).
+  if (options.memory_limit) ts::set_memory_limit(device, *options.memory_limit);
   if (options.tf32) ts::cuda::set_allow_tf32(true);
   std::shared_ptr<ts::dist::ProcessGroup> group = example::collective_group(options.dist_backend, world, device);
 
@@ -536,6 +616,7 @@ int run(int argc, char** argv) {
   ts::fsdp::FullyShardOptions sharding{.wrap_policy = ts::fsdp::WrapPolicy::module_type({models::kBlockTypeName}),
                                        .gradient_reduction = ts::dist::ReduceOp::sum,
                                        .device = device};
+  if (options.activation_checkpointing) sharding.activation_checkpointing = {models::kBlockTypeName};
   if (options.mixed_precision == "bf16") {
     sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32,
                                 .output_dtype = ts::DType::f32};
@@ -641,6 +722,11 @@ int run(int argc, char** argv) {
                        {"parameters", config.num_parameters()}, {"world_size", world->size()}};
   if (state.step > 0) summary.emplace_back("loss", last_loss);
   if (last_val_loss >= 0) summary.emplace_back("val_loss", last_val_loss);
+  const std::vector<MemoryFigures> memory = every_ranks_figures(memory_figures(model, optimizer, device), *world);
+  for (int r = 0; r < world->size(); ++r) report.memory(r, memory[static_cast<size_t>(r)].json_fields());
+  summary.emplace_back("peak_bytes", memory[0].peak);
+  summary.emplace_back("state_bytes", memory[0].state());
+  if (const std::optional<int64_t> limit = ts::memory_limit(device)) summary.emplace_back("memory_limit", *limit);
   report.summary(std::move(summary));
   return 0;
 }

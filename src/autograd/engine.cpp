@@ -16,12 +16,20 @@ struct GraphTask {
 };
 
 thread_local GraphTask* current_task = nullptr;
+thread_local GraphTask* outermost_task = nullptr;
 
-// Sets current_task for the duration of one backward and clears it even on error.
+// Sets current_task (and, for a backward not inside another, outermost_task) for the
+// duration of one backward and clears them even on error.
 class TaskScope {
  public:
-  explicit TaskScope(GraphTask* task) : previous_(current_task) { current_task = task; }
-  ~TaskScope() { current_task = previous_; }
+  explicit TaskScope(GraphTask* task) : previous_(current_task) {
+    current_task = task;
+    if (previous_ == nullptr) outermost_task = task;
+  }
+  ~TaskScope() {
+    current_task = previous_;
+    if (previous_ == nullptr) outermost_task = nullptr;
+  }
 
  private:
   GraphTask* previous_;
@@ -148,6 +156,11 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
 void queue_callback(std::function<void()> callback) {
   TS_CHECK(current_task != nullptr, Error, "queue_callback: no backward is running on this thread");
   current_task->callbacks.push_back(std::move(callback));
+}
+
+void queue_final_callback(std::function<void()> callback) {
+  TS_CHECK(outermost_task != nullptr, Error, "queue_final_callback: no backward is running on this thread");
+  outermost_task->callbacks.push_back(std::move(callback));
 }
 
 bool in_backward() { return current_task != nullptr; }

@@ -17,6 +17,11 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
 // finish gradient reduction). Throws when called outside a backward.
 void queue_callback(std::function<void()> callback);
 
+// Queues `callback` to run once the outermost backward running on this thread has finished:
+// a backward run from inside another one (activation checkpointing's) does not end it.
+// FSDP finishes a step's gradient reductions so. Throws when called outside a backward.
+void queue_final_callback(std::function<void()> callback);
+
 // True while this thread is running a backward.
 bool in_backward();
 

@@ -30,6 +30,8 @@ void release_iteratively(std::vector<Edge>& edges) {
 
 }  // namespace
 
+uint64_t upcoming_sequence_nr() { return next_sequence_nr; }
+
 Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(next_sequence_nr++) {}
 
 Node::~Node() { release_iteratively(next_edges_); }

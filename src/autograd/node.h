@@ -92,6 +92,10 @@ class AccumulateGrad final : public Node {
   Tensor leaf_;
 };
 
+// The sequence number the next node made on this thread will get: nodes numbered below it
+// existed before (activation checkpointing tells its recomputed graph from the rest so).
+uint64_t upcoming_sequence_nr();
+
 // The edge through which a gradient reaches `tensor`: its grad_fn, or for a leaf that
 // requires grad its AccumulateGrad; an empty edge otherwise.
 Edge gradient_edge(const Tensor& tensor);

@@ -210,7 +210,20 @@ void FullCheckpoint::verify_all() const {
   for (const io::TensorEntry& entry : file_.entries()) (void)tensor(entry.name);
 }
 
+namespace {
+void save_full_within_shard_group(const std::string& path, nn::Module& model, const Stateful& with,
+                                  const TrainingState& training);
+}  // namespace
+
 void save_full(const std::string& path, nn::Module& model, const Stateful& with, const TrainingState& training) {
+  const std::string what = "saving checkpoint '" + path + "'";
+  detail::on_first_replica(model, what, [&] { save_full_within_shard_group(path, model, with, training); });
+}
+
+namespace {
+
+void save_full_within_shard_group(const std::string& path, nn::Module& model, const Stateful& with,
+                                  const TrainingState& training) {
   detail::ModelView view = detail::ModelView::of(model, with.optimizer);
   const std::string what = "saving checkpoint '" + path + "'";
   std::optional<detail::ModelSource> shards;
@@ -225,6 +238,8 @@ void save_full(const std::string& path, nn::Module& model, const Stateful& with,
     return std::string();
   });
 }
+
+}  // namespace
 
 TrainingState load_full(const std::string& path, nn::Module& model, const Stateful& with) {
   return detail::load_into_model(

@@ -13,6 +13,7 @@
 #include "tessera/checkpoint/errors.h"
 #include "tessera/checkpoint/folder_lock.h"
 #include "tessera/checkpoint/full.h"
+#include "tessera/checkpoint/model_view.h"
 #include "tessera/fsdp/fully_shard.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/durable.h"
@@ -240,6 +241,14 @@ std::optional<ResumePoint> CheckpointManager::resume_point() const {
 }
 
 std::string CheckpointManager::save(nn::Module& model, const Stateful& with, const TrainingState& training) {
+  const std::string path = root_ + "/" + directory_name(training.step);
+  // Hybrid sharding: the first replica writes (and holds the folder's lock), the others
+  // wait for it (model_view.h).
+  detail::on_first_replica(model, "saving checkpoint '" + path + "'", [&] { save_here(model, with, training); });
+  return path;
+}
+
+void CheckpointManager::save_here(nn::Module& model, const Stateful& with, const TrainingState& training) {
   dist::ProcessGroup& group = fsdp::process_group(model);
   claim(group);
   const std::string name = directory_name(training.step);
@@ -282,12 +291,12 @@ std::string CheckpointManager::save(nn::Module& model, const Stateful& with, con
     }
     return std::string();
   });
-  return path;
 }
 
 std::optional<TrainingState> CheckpointManager::restore(nn::Module& model, const Stateful& with) {
   dist::ProcessGroup& group = fsdp::process_group(model);
-  claim(group, true);
+  // One lock per folder: under hybrid sharding the first replica's rank 0 holds it.
+  detail::on_first_replica(model, "opening checkpoint folder '" + root_ + "'", [&] { claim(group, true); });
   // Rank 0 picks; "" for none, else the path, a newline and the note.
   std::vector<std::string> picked = detail::run_on_every_rank(group, "resuming from '" + root_ + "'", [&] {
     if (group.rank() != 0) return std::string();

@@ -98,6 +98,8 @@ class CheckpointManager {
   static std::string directory_name(uint64_t step);
 
  private:
+  void save_here(nn::Module& model, const Stateful& with, const TrainingState& training);
+
   std::string root_;
   CheckpointManagerOptions options_;
   std::unique_ptr<detail::FolderLock> lock_;  // rank 0, once claimed

@@ -1,5 +1,7 @@
 #include "tessera/checkpoint/model_view.h"
 
+#include "tessera/checkpoint/collective.h"
+
 #include <set>
 
 #include "tessera/fsdp/fully_shard.h"
@@ -71,6 +73,24 @@ ModelView ModelView::of(nn::Module& model, const optim::Optimizer* optimizer) {
     }
   }
   return view;
+}
+
+void on_first_replica(nn::Module& model, const std::string& what, const std::function<void()>& step) {
+  thread_local bool inside = false;
+  dist::ProcessGroup* replicas = fsdp::replica_group(model);
+  if (replicas == nullptr || inside) return step();
+  run_on_every_rank(*replicas, what, [&] {
+    if (replicas->rank() != 0) return std::string();
+    inside = true;
+    try {
+      step();
+    } catch (...) {
+      inside = false;
+      throw;
+    }
+    inside = false;
+    return std::string();
+  });
 }
 
 fsdp::ElementRange save_range(int64_t flat_numel, int world_size, int rank) {

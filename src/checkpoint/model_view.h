@@ -3,6 +3,7 @@
 // parameter's segment of it), its persistent buffers and the process group it is sharded over.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ struct ModelView {
   // flat shards nor one of its original parameters.
   static ModelView of(nn::Module& model, const optim::Optimizer* optimizer);
 };
+
+// Runs `step` (a save: files, `latest`, pruning) on the ranks of the model's first replica
+// only, when the model is hybrid-sharded over several replicas (every replica holds the
+// same state, and one writer per file is what keeps the folder consistent); the other
+// replicas wait for it and fail with it. Without replicas, or nested inside another such
+// step, it just runs `step`. Collective over the model's ranks.
+void on_first_replica(nn::Module& model, const std::string& what, const std::function<void()>& step);
 
 // Elements [begin, end) of a flat vector of `flat_numel` elements that rank `rank` of
 // `world_size` writes: FSDP's shard range, clipped to the unpadded vector.

@@ -359,7 +359,11 @@ void ShardedCheckpoint::verify_all() const {
   }
 }
 
-void save_sharded(const std::string& directory, nn::Module& model, const Stateful& with, const TrainingState& training) {
+namespace {
+
+// The save proper, by the ranks of one shard group (every rank of a model without replicas).
+void save_within_shard_group(const std::string& directory, nn::Module& model, const Stateful& with,
+                             const TrainingState& training) {
   detail::ModelView view = detail::ModelView::of(model, with.optimizer);
   dist::ProcessGroup& group = *view.group;
   const std::string what = "saving checkpoint '" + directory + "'";
@@ -397,6 +401,13 @@ void save_sharded(const std::string& directory, nn::Module& model, const Statefu
     filesystem_step(what, [&] { finish(metadata, temporary, directory); });
     return std::string();
   });
+}
+
+}  // namespace
+
+void save_sharded(const std::string& directory, nn::Module& model, const Stateful& with, const TrainingState& training) {
+  detail::on_first_replica(model, "saving checkpoint '" + directory + "'",
+                           [&] { save_within_shard_group(directory, model, with, training); });
 }
 
 TrainingState load_sharded(const std::string& directory, nn::Module& model, const Stateful& with) {

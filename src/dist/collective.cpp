@@ -22,6 +22,7 @@ std::string_view collective_name(CollectiveKind kind) {
     case CollectiveKind::broadcast: return "broadcast";
     case CollectiveKind::barrier: return "barrier";
     case CollectiveKind::duplicate: return "duplicate";
+    case CollectiveKind::split: return "split";
   }
   return "unknown";
 }

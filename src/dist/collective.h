@@ -15,7 +15,7 @@ namespace tessera::dist {
 // silently truncate); max works for every dtype.
 enum class ReduceOp : uint8_t { sum, avg, max };
 
-enum class CollectiveKind : uint8_t { all_gather, reduce_scatter, all_reduce, broadcast, barrier, duplicate };
+enum class CollectiveKind : uint8_t { all_gather, reduce_scatter, all_reduce, broadcast, barrier, duplicate, split };
 
 std::string_view reduce_op_name(ReduceOp op);
 std::string_view collective_name(CollectiveKind kind);
@@ -23,7 +23,7 @@ std::string_view collective_name(CollectiveKind kind);
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::barrier;
   // all_gather and reduce_scatter read `input` and write `output`; all_reduce and
-  // broadcast work in place on one tensor, held in both. barrier and duplicate hold none.
+  // broadcast work in place on one tensor, held in both. barrier, duplicate and split hold none.
   Tensor input{};
   Tensor output{};
   ReduceOp reduce_op = ReduceOp::sum;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "tessera/dist/collective.h"
+#include "tessera/dist/device_mesh.h"
 #include "tessera/dist/errors.h"
 #include "tessera/dist/fingerprint.h"
 #include "tessera/dist/init.h"

@@ -2,6 +2,7 @@
 // "world=5;world.1=3;", sent with MPI_CHAR on the control communicator.
 #include "tessera/dist/exit_watch.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -63,6 +64,11 @@ void ExitWatch::announce_exit_and_wait() {
   TS_MPI_CHECK(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE));
 }
 
+void ExitWatch::set_members(const std::string& group, std::vector<int> world_ranks) {
+  std::lock_guard lock(mutex_);
+  members_[group] = std::move(world_ranks);
+}
+
 void ExitWatch::watch() {
   while (notices_received_ < size_ - 1) {
     int arrived = 0;
@@ -84,7 +90,12 @@ void ExitWatch::receive_notice(int source, int bytes) {
   std::map<std::string, uint64_t> counts = parse_notice(text);
   std::lock_guard lock(mutex_);
   ++notices_received_;
+  auto member = [&](const std::string& group) {
+    auto known = members_.find(group);
+    return known == members_.end() || std::find(known->second.begin(), known->second.end(), source) != known->second.end();
+  };
   for (const auto& [group, issued_here] : issued_) {
+    if (!member(group)) continue;
     auto there = counts.find(group);
     uint64_t issued_there = there == counts.end() ? 0 : there->second;
     if (issued_here > issued_there) {

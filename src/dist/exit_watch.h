@@ -14,7 +14,8 @@
 //     exception, so the watcher prints both counts and calls MPI_Abort;
 //   - otherwise it remembers the count, and a later collective beyond it is refused at
 //     issue with a DistError instead of hanging.
-// The watch runs only when Tessera started MPI itself, with MPI_THREAD_MULTIPLE, and with
+// A group of only some ranks (split(), DeviceMesh) is compared only against its members'
+// notices: the others never issue on it. The watch runs only when Tessera started MPI itself, with MPI_THREAD_MULTIPLE, and with
 // more than one rank. Internal.
 #pragma once
 
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tessera/dist/mpi_check.h"
 
@@ -41,6 +43,8 @@ class ExitWatch {
   // At exit: sends this rank's counts to every other rank, then waits until every other
   // rank has sent its own (or the job is aborted). Called once, before MPI_Finalize.
   void announce_exit_and_wait();
+  // `group` holds only `world_ranks` (split groups); groups never named here hold every rank.
+  void set_members(const std::string& group, std::vector<int> world_ranks);
 
  private:
   void watch();
@@ -51,6 +55,7 @@ class ExitWatch {
   int size_;
   std::mutex mutex_;
   std::map<std::string, uint64_t> issued_;  // collectives this rank issued, per group
+  std::map<std::string, std::vector<int>> members_;  // groups of some ranks only
   // The lowest count announced per group by an exited rank, and that rank.
   std::map<std::string, std::pair<uint64_t, int>> exited_counts_;
   int notices_received_ = 0;

@@ -77,6 +77,20 @@ bool agree_on_debug_checks(MPI_Comm communicator, bool wanted_here) {
   return wanted != 0;
 }
 
+// The ranks in MPI_COMM_WORLD of `communicator`'s members, in its rank order.
+std::vector<int> world_ranks_of(MPI_Comm communicator, int size) {
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  TS_MPI_CHECK(MPI_Comm_group(communicator, &mine));
+  TS_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
+  const int status = MPI_Group_translate_ranks(mine, size, local.data(), world, global.data());
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  TS_MPI_CHECK(status);
+  return global;
+}
+
 }  // namespace
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRuntime> runtime, MPI_Comm communicator,
@@ -88,6 +102,12 @@ std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create(std::shared_ptr<MpiRunt
   TS_MPI_CHECK(MPI_Comm_rank(communicator, &rank));
   TS_MPI_CHECK(MPI_Comm_size(communicator, &size));
   bool debug = agree_on_debug_checks(communicator, debug_checks);
+  if (size < runtime->world_size()) {
+    // A group of some ranks (a split's part): the others never hold its calls back.
+    std::vector<int> members = world_ranks_of(communicator, size);
+    if (ExitWatch* watch = runtime->exit_watch()) watch->set_members(name, members);
+    if (CollectiveWatchdog* watchdog = runtime->watchdog()) watchdog->set_members(name, std::move(members));
+  }
   return std::shared_ptr<MpiProcessGroup>(
       new MpiProcessGroup(std::move(runtime), communicator, rank, size, std::move(name), debug, timeout,
                           force_host_staging));
@@ -112,8 +132,8 @@ MpiProcessGroup::~MpiProcessGroup() {
 }
 
 void MpiProcessGroup::check_supported(const CollectiveCall& call) const {
-  if (call.kind == CollectiveKind::duplicate) {
-    TS_CHECK(runtime_->thread_multiple(), DistError, where("duplicate"),
+  if (call.kind == CollectiveKind::duplicate || call.kind == CollectiveKind::split) {
+    TS_CHECK(runtime_->thread_multiple(), DistError, where(collective_name(call.kind)),
              ": several groups run collectives from several threads, which needs MPI_THREAD_MULTIPLE, "
              "and this MPI provides only MPI_THREAD_SERIALIZED");
     return;
@@ -189,6 +209,29 @@ std::shared_ptr<PendingWork> MpiProcessGroup::new_work(const CallFingerprint& fi
                                        std::move(waits));
 }
 
+std::shared_ptr<ProcessGroup> MpiProcessGroup::start_split(CollectiveCall call, int color, std::string name,
+                                                           const GroupOptions& options) {
+  before_issue(call);
+  CallFingerprint fingerprint = fingerprint_of(call);
+  auto work = new_work(fingerprint, this->name());
+  auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
+  bool debug_checks = *options.debug_checks;
+  std::chrono::milliseconds timeout = *options.timeout;
+  bool force_host_staging = options.force_host_staging;
+  submit(fingerprint, work, [this, made, color, name = std::move(name), debug_checks, timeout, force_host_staging] {
+    MPI_Comm part = MPI_COMM_NULL;
+    TS_MPI_CHECK(MPI_Comm_split(communicator_, color, rank(), &part));
+    try {
+      *made = create(runtime_, part, name, debug_checks, timeout, force_host_staging);
+    } catch (...) {
+      MPI_Comm_free(&part);
+      throw;
+    }
+  });
+  work->wait();
+  return *made;
+}
+
 void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work,
                              std::function<void()> body) {
   thread_->submit([this, fingerprint, work = std::move(work), body = std::move(body)]() mutable {
@@ -247,6 +290,7 @@ void MpiProcessGroup::run(const CollectiveCall& call, const Buffers& buffers) {
       return;
     case CollectiveKind::barrier: TS_MPI_CHECK(MPI_Barrier(communicator_)); return;
     case CollectiveKind::duplicate: break;  // runs through start_duplicate
+    case CollectiveKind::split: break;      // runs through start_split
   }
   throw DistError(detail::concat("MpiProcessGroup::run: unexpected ", describe(call)));
 }

@@ -50,6 +50,8 @@ class MpiProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> start(CollectiveCall call) override;
   std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name,
                                                 const GroupOptions& options) override;
+  std::shared_ptr<ProcessGroup> start_split(CollectiveCall call, int color, std::string name,
+                                            const GroupOptions& options) override;
 
  private:
   struct Buffers {

@@ -368,7 +368,8 @@ void NcclProcessGroup::enqueue(const CollectiveCall& call, const Tensor& input, 
       });
       return;
     case CollectiveKind::barrier:
-    case CollectiveKind::duplicate: break;
+    case CollectiveKind::duplicate:
+    case CollectiveKind::split: break;
   }
   throw DistError(detail::concat("NcclProcessGroup::enqueue: unexpected ", describe(call)));
 }

@@ -147,4 +147,26 @@ std::shared_ptr<ProcessGroup> ProcessGroup::duplicate(const GroupOptions& option
   return group;
 }
 
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, std::string name, const GroupOptions& options) {
+  TS_CHECK(color >= 0, ValueError, where("split"), ": the color must be non-negative, got ", color);
+  CollectiveCall call{.kind = CollectiveKind::split};
+  check_supported(call);
+  std::lock_guard lock(issue_mutex_);
+  call.sequence = next_sequence_;
+  if (name.empty()) name = detail::concat(name_, ".split", splits_made_ + 1, ".", color);
+  GroupOptions resolved = options;
+  resolved.debug_checks = options.debug_checks.value_or(debug_checks_);
+  resolved.timeout = options.timeout.value_or(timeout_);
+  std::shared_ptr<ProcessGroup> group = start_split(std::move(call), color, std::move(name), resolved);
+  ++next_sequence_;
+  ++splits_made_;
+  return group;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::start_split(CollectiveCall, int, std::string, const GroupOptions&) {
+  throw ValueError(detail::concat(where("split"), ": a ", backend_name(), " group cannot be split; split the MPI world "
+                                  "(or the single-rank group) and make ", backend_name(), " groups of its parts with "
+                                  "new_group, as init_device_mesh does"));
+}
+
 }  // namespace tessera::dist

@@ -101,6 +101,14 @@ class ProcessGroup {
   // group's. Collective: every rank calls it at the same point of this group's sequence.
   std::shared_ptr<ProcessGroup> duplicate(const GroupOptions& options = {});
 
+  // A new group of the ranks of this group that pass the same `color` (>= 0), ranked in
+  // their order here (MPI_Comm_split): how a DeviceMesh (device_mesh.h) gets its shard and
+  // replica groups. Collective: every rank calls it at the same point of this group's
+  // sequence. Named `name`, or "<this group>.split<k>.<color>" when empty. The single and
+  // MPI groups split; an NCCL group does not (split the MPI world and make NCCL groups of
+  // its parts with new_group, as init_device_mesh does).
+  std::shared_ptr<ProcessGroup> split(int color, std::string name = {}, const GroupOptions& options = {});
+
   // Sequence number the next collective on this group will carry.
   uint64_t next_sequence() const;
 
@@ -118,6 +126,9 @@ class ProcessGroup {
   // `options.debug_checks` and `options.timeout` are always set (resolved against this group's).
   virtual std::shared_ptr<ProcessGroup> start_duplicate(CollectiveCall call, std::string name,
                                                         const GroupOptions& options) = 0;
+  // Creates the group for split(); the default refuses (see split()).
+  virtual std::shared_ptr<ProcessGroup> start_split(CollectiveCall call, int color, std::string name,
+                                                    const GroupOptions& options);
 
   // "all_gather_into on rank 1 of group 'world' (size 2)", the prefix of argument errors.
   std::string where(std::string_view op) const;
@@ -134,6 +145,7 @@ class ProcessGroup {
   mutable std::mutex issue_mutex_;  // numbering and starting a call is one step
   uint64_t next_sequence_ = 0;
   int duplicates_made_ = 0;
+  int splits_made_ = 0;
 };
 
 }  // namespace tessera::dist

@@ -25,4 +25,9 @@ std::shared_ptr<ProcessGroup> SingleProcessGroup::start_duplicate(CollectiveCall
   return std::make_shared<SingleProcessGroup>(std::move(name), *options.debug_checks, *options.timeout);
 }
 
+std::shared_ptr<ProcessGroup> SingleProcessGroup::start_split(CollectiveCall call, int, std::string name,
+                                                              const GroupOptions& options) {
+  return start_duplicate(std::move(call), std::move(name), options);
+}
+
 }  // namespace tessera::dist

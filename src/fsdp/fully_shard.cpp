@@ -9,6 +9,7 @@
 
 #include "tessera/dist/new_group.h"
 #include "tessera/fsdp/state.h"
+#include "tessera/nn/checkpoint.h"
 #include "tessera/nn/sharded_parameter.h"
 #include "tessera/tensor/native.h"
 
@@ -124,6 +125,16 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
   TS_CHECK(options.gradient_reduction != dist::ReduceOp::max, ValueError,
            "fully_shard: gradient_reduction must be sum or avg");
   check_mixed_precision(options);
+  if (!options.activation_checkpointing.empty()) {
+    const std::vector<std::string>& types = options.activation_checkpointing;
+    const int wrapped = nn::apply_activation_checkpointing(root, [&types](nn::Module& module) {
+      return std::find(types.begin(), types.end(), module.type_name()) != types.end();
+    });
+    std::string listed;
+    for (const std::string& type : types) listed += (listed.empty() ? "" : ", ") + type;
+    TS_CHECK(wrapped > 0, ValueError, "fully_shard: activation_checkpointing names no module type of this model (",
+             listed, ")");
+  }
   if (options.device) root.to(*options.device);
   check_devices(root, *group);
   auto state = std::make_shared<FsdpState>(root, std::move(group), options);
@@ -151,6 +162,7 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
                                [](nn::Module& m, const StateDict& s, bool strict) { load_full_state_dict(m, s, strict); },
                                [](nn::Module& m) { return full_state_shapes(m); });
   state->install_hooks();
+  state->register_memory_holders();
   root.attach(std::move(state));
 }
 
@@ -166,6 +178,8 @@ std::vector<std::pair<std::string, Tensor>> named_original_parameters(nn::Module
 }
 
 dist::ProcessGroup& process_group(nn::Module& root) { return detail::state_of(root).group(); }
+
+dist::ProcessGroup* replica_group(nn::Module& root) { return detail::state_of(root).replica_group(); }
 
 void reshard(nn::Module& root) {
   for (auto& unit : detail::state_of(root).units()) unit->reshard();

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/dist/device_mesh.h"
 #include "tessera/dist/process_group.h"
 #include "tessera/fsdp/flat_layout.h"
 #include "tessera/nn/module.h"
@@ -111,9 +112,26 @@ struct FullyShardOptions {
   // gathered buffers and gradients live on the parameters' device.
   std::optional<Device> device{};
   MixedPrecision mixed_precision{};
+  // Activation checkpointing (PyTorch's apply_activation_checkpointing): every module whose
+  // type_name() is listed (e.g. {"Block"}) runs its forward without keeping activations and
+  // recomputes it in backward, gathered again for it (nn/checkpoint.h). Exact: losses and
+  // gradients are bit-identical with it on or off.
+  std::vector<std::string> activation_checkpointing{};
 };
 
 void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options = {});
+
+// Hybrid sharding (HSDP, FSDP2's fully_shard with a 2-D mesh, FSDP1's HYBRID_SHARD): the
+// parameters are sharded within the mesh's shard group (the layout's world size is the
+// shard group's size), and after each reduce-scatter the gradient shard is all-reduced
+// across the replica group (the ranks that hold the same shards), with the same
+// gradient_reduction (avg over shard group then replicas is the average over every rank).
+// A 1 x N mesh is plain FSDP over N ranks, N x 1 is DDP. Checkpoints are written by the
+// first replica and load at any world size. See hybrid.cpp and docs/fsdp.md.
+//
+//   auto mesh = ts::dist::init_device_mesh(world, {2, world->size() / 2});
+//   ts::fsdp::fully_shard(model, mesh);
+void fully_shard(nn::Module& root, std::shared_ptr<dist::DeviceMesh> mesh, const FullyShardOptions& options = {});
 
 bool is_sharded(nn::Module& root);
 
@@ -128,6 +146,10 @@ std::vector<std::pair<std::string, Tensor>> named_original_parameters(nn::Module
 // The group a sharded model's collectives run on: the one fully_shard was given.
 // ValueError when `root` is not sharded.
 dist::ProcessGroup& process_group(nn::Module& root);
+// Hybrid sharding (fully_shard(model, mesh)): the group of the ranks that hold the same
+// shards as this one, across which gradient shards are all-reduced; null without a mesh.
+// ValueError when `root` is not sharded.
+dist::ProcessGroup* replica_group(nn::Module& root);
 // Frees every unit's gathered parameters, leaving each rank its shards (NO_SHARD keeps its
 // whole flat parameters, which are its shards): what a forward does after each unit, for
 // code that changed the shards behind the gathered copies (loading a checkpoint).
@@ -222,6 +244,12 @@ struct MemoryReport {
   int64_t all_gathered_bytes = 0;     // bytes received by all-gathers, cumulative
   int64_t reduce_scattered_bytes = 0; // bytes fed to reduce-scatters (NO_SHARD: all-reduces), cumulative
   int64_t all_gathers = 0, reduce_scatters = 0;
+  // Hybrid sharding: the gradient shards' all-reduces across replicas, the only bytes that
+  // leave the shard group (everything above stays within it). 0 without a mesh.
+  int replicas = 1;
+  int replica = 0;                        // this rank's replica (its row of the mesh)
+  int64_t replica_all_reduced_bytes = 0;  // bytes fed to them, cumulative
+  int64_t replica_all_reduces = 0;
   std::string str() const;            // a short printable report
 };
 MemoryReport memory_report(nn::Module& root);

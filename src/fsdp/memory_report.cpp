@@ -31,6 +31,12 @@ MemoryReport memory_report(nn::Module& root) {
   report.reduce_scattered_bytes = c.reduce_scattered_bytes;
   report.all_gathers = c.all_gathers;
   report.reduce_scatters = c.reduce_scatters;
+  if (dist::ProcessGroup* replicas = state.replica_group()) {
+    report.replicas = replicas->size();
+    report.replica = replicas->rank();
+  }
+  report.replica_all_reduced_bytes = c.replica_all_reduced_bytes;
+  report.replica_all_reduces = c.replica_all_reduces;
   return report;
 }
 
@@ -53,13 +59,19 @@ std::string MemoryReport::str() const {
   std::ostringstream out;
   out.precision(3);
   out << std::fixed;
-  out << "FSDP rank " << rank << "/" << world_size << ": " << units << " units; shards " << mib(parameter_shard_bytes)
+  out << "FSDP rank " << rank << "/" << world_size;
+  if (replicas > 1) out << " of replica " << replica << "/" << replicas;
+  out << ": " << units << " units; shards " << mib(parameter_shard_bytes)
       << " MiB params + " << mib(gradient_shard_bytes) << " MiB grads (" << padding_elements
       << " padding elements); unsharded peak " << mib(peak_unsharded_parameter_bytes) << " MiB params + "
       << mib(peak_unsharded_gradient_bytes) << " MiB grads (largest unit " << mib(largest_unit_bytes)
       << " MiB); all-gathered " << mib(all_gathered_bytes)
       << " MiB in " << all_gathers << ", reduce-scattered " << mib(reduce_scattered_bytes) << " MiB in "
       << reduce_scatters;
+  if (replicas > 1) {
+    out << "; across " << replicas << " replicas: all-reduced " << mib(replica_all_reduced_bytes) << " MiB in "
+        << replica_all_reduces;
+  }
   return out.str();
 }
 

@@ -4,6 +4,7 @@
 #include "tessera/autograd/engine.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/fsdp/state.h"
+#include "tessera/nn/checkpoint.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::fsdp::detail {
@@ -25,11 +26,13 @@ void FsdpState::install_hooks() {
   // The root's own parameters (its unit, if any) take mixed precision's casts like any unit's.
   const bool root_has_unit = root_unit(*this) != nullptr;
   root_.register_forward_pre_hook([this, root_has_unit](nn::Module&, Tensor& input) {
+    if (nn::is_recomputing()) return recompute_pre_forward(root_unit(*this), input);
     root_pre_forward(input);
     if (root_has_unit) cast_forward_input(input);
   });
   root_.register_forward_hook([this, root_has_unit](nn::Module&, Tensor& output) {
     if (root_has_unit) cast_forward_output(output);
+    if (nn::is_recomputing()) return;
     root_post_forward();
   });
   for (auto& owned : units_) {
@@ -83,6 +86,7 @@ void FsdpState::cast_forward_output(Tensor& output) const {
 }
 
 void FsdpState::pre_forward(Unit& unit, Tensor& input) {
+  if (nn::is_recomputing()) return recompute_pre_forward(&unit, input);
   cast_forward_input(input);
   if (!in_forward_) root_pre_forward(input);  // model.forward(x) was called directly
   if (!order_recorded_ && std::find(forward_order_.begin(), forward_order_.end(), &unit) == forward_order_.end()) {
@@ -95,7 +99,8 @@ void FsdpState::pre_forward(Unit& unit, Tensor& input) {
 }
 
 void FsdpState::post_forward(Unit& unit, Tensor& output) {
-  if (options_.strategy == ShardingStrategy::full_shard) unit.reshard();
+  // A recomputation's backward follows at once: the unit stays gathered for it.
+  if (options_.strategy == ShardingStrategy::full_shard && !nn::is_recomputing()) unit.reshard();
   cast_forward_output(output);
   if (output.defined() && output.requires_grad() && GradMode::is_enabled()) {
     output.register_hook([this, &unit](const Tensor&) {
@@ -110,7 +115,20 @@ void FsdpState::begin_backward_once() {
   in_backward_ = true;
   in_forward_ = false;
   if (!forward_order_.empty()) order_recorded_ = true;
-  autograd::queue_callback([this] { finish_backward(); });
+  // The outermost backward: a checkpointed unit's backward runs inside it (checkpoint.h).
+  autograd::queue_final_callback([this] { finish_backward(); });
+}
+
+void FsdpState::recompute_pre_forward(Unit* unit, Tensor& input) {
+  // Activation checkpointing's recomputation, in backward: the unit is gathered (its
+  // backward comes next), the one before it prefetched; the forward's bookkeeping (its
+  // order, the root's state) is left alone.
+  if (unit == nullptr) return;
+  cast_forward_input(input);
+  unit->wait_gathered();
+  if (options_.prefetch) {
+    if (Unit* previous = neighbour(*unit, -1)) previous->start_gather();
+  }
 }
 
 void FsdpState::pre_backward(Unit& unit) {

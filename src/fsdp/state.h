@@ -8,6 +8,7 @@
 
 #include "tessera/fsdp/fully_shard.h"
 #include "tessera/fsdp/unit.h"
+#include "tessera/tensor/memory_limit.h"
 
 namespace tessera::fsdp::detail {
 
@@ -24,6 +25,13 @@ class FsdpState final : public nn::ModuleAttachment {
   bool no_sync = false;
 
   void add_unit(std::unique_ptr<Unit> unit) { units_.push_back(std::move(unit)); }
+  // Hybrid sharding (hybrid.cpp): the mesh, and its replica group (null without one, or
+  // with a single replica).
+  void set_mesh(std::shared_ptr<dist::DeviceMesh> mesh);
+  const std::shared_ptr<dist::DeviceMesh>& mesh() const { return mesh_; }
+  dist::ProcessGroup* replica_group() const;
+  // Lists the shards and unsharded buffers in OutOfMemoryError messages (memory_holders.cpp).
+  void register_memory_holders();
   // The group of the units' gradient reductions, when it is not group() (see fully_shard.cpp).
   void set_reduction_group(std::shared_ptr<dist::ProcessGroup> group) { reduction_group_ = std::move(group); }
   void install_hooks();
@@ -34,6 +42,8 @@ class FsdpState final : public nn::ModuleAttachment {
   void pre_forward(Unit& unit, Tensor& input);
   void post_forward(Unit& unit, Tensor& output);
   void pre_backward(Unit& unit);
+  // Before a checkpointed call's recomputation enters `unit` (null: the root without a unit).
+  void recompute_pre_forward(Unit* unit, Tensor& input);
   void on_parameter_gradient(Unit& unit, size_t index, Tensor& parameter);
   void finish_backward();
 
@@ -57,6 +67,8 @@ class FsdpState final : public nn::ModuleAttachment {
   nn::Module& root_;
   std::shared_ptr<dist::ProcessGroup> group_;
   std::shared_ptr<dist::ProcessGroup> reduction_group_;
+  std::shared_ptr<dist::DeviceMesh> mesh_;
+  std::unique_ptr<MemoryHolderRegistration> memory_holders_;
   FullyShardOptions options_;
   std::vector<std::unique_ptr<Unit>> units_;
   detail::Counters counters_;

@@ -258,6 +258,7 @@ void Unit::finish_reduction() {
     throw;
   }
   Tensor reduced = std::move(reducing_into_);
+  all_reduce_across_replicas(reduced);
   if (reduced.dtype() != layout_.dtype()) reduced = native::to_dtype(reduced, layout_.dtype());
   Tensor existing = shard_.grad();
   if (existing.defined()) {

@@ -36,6 +36,8 @@ struct Counters {
   int64_t reduce_scattered_bytes = 0;
   int64_t all_gathers = 0;
   int64_t reduce_scatters = 0;
+  int64_t replica_all_reduced_bytes = 0;  // hybrid sharding, across the replica group
+  int64_t replica_all_reduces = 0;
   void add_parameter_bytes(int64_t delta) {
     parameter_bytes += delta;
     update_peaks();
@@ -101,6 +103,9 @@ class Unit {
   int gradients_received() const { return gradients_received_; }
   int gradients_expected() const { return static_cast<int>(parameters_.size()); }
   bool has_unsharded_gradient() const { return full_gradient_.defined(); }
+  // Bytes now held by the gathered parameter buffer and by the unsharded gradient.
+  int64_t gathered_bytes() const { return static_cast<int64_t>(full_storage_->nbytes()); }
+  int64_t unsharded_gradient_bytes() const { return full_gradient_.defined() ? gradient_bytes() : 0; }
   // Reduce-scatters (NO_SHARD: all-reduces) the unsharded gradient into the shard's
   // gradient, adding to what is there, and frees it: start_reduction() issues the
   // collective, finish_reduction() waits for it and does the rest (nothing when none is
@@ -118,6 +123,10 @@ class Unit {
   // its unsharded gradient, the count, and the gradients left on the parameters, so that
   // nothing of it reaches the next step. The shard's gradient is left as it was.
   void abandon_backward();
+  // Hybrid sharding: the group of the ranks that hold the same shards; each reduced
+  // gradient shard is all-reduced across it before it lands (hybrid.cpp). Null: none.
+  void set_replica_group(dist::ProcessGroup* group) { replica_group_ = group; }
+  dist::ProcessGroup* replica_group() const { return replica_group_; }
   void reset_gradient_count() { gradients_received_ = 0; }
 
   // This rank's slice of the full buffer copied back into the shard (after the full
@@ -154,6 +163,7 @@ class Unit {
   // on rank 1: ", the start of an error from one of its collective steps.
   std::string context(std::string_view step) const;
   ElementRange shard_range() const { return layout_.shard_range(sharded_ ? group_.rank() : 0); }
+  void all_reduce_across_replicas(const Tensor& reduced);  // hybrid.cpp
   int64_t padded_bytes() const;    // the gathered buffer, in param_dtype
   int64_t gradient_bytes() const;  // the unsharded gradient, in reduce_dtype
 
@@ -163,6 +173,7 @@ class Unit {
   std::vector<ParameterRef> parameters_;
   dist::ProcessGroup& group_;
   dist::ProcessGroup* reduction_group_ = &group_;
+  dist::ProcessGroup* replica_group_ = nullptr;
   ShardingStrategy strategy_;
   dist::ReduceOp gradient_reduction_;
   bool is_root_;

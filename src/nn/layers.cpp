@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "tessera/nn/batch_scope.h"
+#include "tessera/nn/checkpoint.h"
 #include "tessera/nn/init.h"
 #include "tessera/tensor/factory.h"
 #include "tessera/tensor/philox.h"
@@ -71,6 +72,11 @@ Dropout::Dropout(double p) : p_(p) {
 }
 
 DropoutKey Dropout::next_key() {
+  // Inside a checkpointed call the keys of the first forward are replayed (checkpoint.h).
+  return checkpointed_dropout_key([this] { return fresh_key(); });
+}
+
+DropoutKey Dropout::fresh_key() {
   DropoutKey key;
   key.stream = philox::stream_of(path());
   if (const BatchPosition* position = BatchScope::current()) {
@@ -141,15 +147,19 @@ Tensor BatchNorm2d::forward(Tensor input) {
   TS_CHECK(input.size(1) == num_features_, ShapeError, "BatchNorm2d '", path(), "': expected ", num_features_,
            " channels, got input of shape ", shape_str(input.sizes()));
   const bool tracking = options_.track_running_stats;
+  // A checkpointed call's recomputation (checkpoint.h) normalises as its first forward did,
+  // from the batch, and leaves the running statistics that forward updated alone.
+  const bool update = tracking && is_training() && !is_recomputing();
   double factor = 0.0;
-  if (is_training() && tracking) {
+  if (update) {
     num_batches_tracked.add_(1.0);
     factor = options_.momentum ? *options_.momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
   }
   // As PyTorch: eval without running statistics normalises with the batch's own.
   const bool use_batch_stats = is_training() || !tracking;
-  return batch_norm(input, tracking ? running_mean : Tensor(), tracking ? running_var : Tensor(), weight, bias,
-                    use_batch_stats, factor, options_.eps);
+  const bool pass_statistics = tracking && (update || !is_training());
+  return batch_norm(input, pass_statistics ? running_mean : Tensor(), pass_statistics ? running_var : Tensor(), weight,
+                    bias, use_batch_stats, factor, options_.eps);
 }
 
 std::string BatchNorm2d::extra_repr() const {

@@ -79,6 +79,7 @@ class Dropout : public Module {
   DropoutKey next_key();
 
  private:
+  DropoutKey fresh_key();
   double p_;
 };
 

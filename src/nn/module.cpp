@@ -46,6 +46,13 @@ Tensor Module::deferred_parameter(const Shape& shape, const InitRule& rule, DTyp
 }
 
 Tensor Module::operator()(Tensor input) {
+  if (call_wrapper_) {
+    return call_wrapper_(*this, std::move(input), [this](Tensor x) { return call_with_hooks(std::move(x)); });
+  }
+  return call_with_hooks(std::move(input));
+}
+
+Tensor Module::call_with_hooks(Tensor input) {
   for (HookEntry& h : hooks_) {
     if (h.pre) h.pre(*this, input);
   }

@@ -48,6 +48,8 @@ class Module {
   using StateDictOverride = std::function<StateDict(Module& module)>;
   using LoadStateDictOverride = std::function<void(Module& module, const StateDict& state, bool strict)>;
   using StateShapesOverride = std::function<std::vector<std::pair<std::string, Shape>>(Module& module)>;
+  // Runs a call of the module: `call` is the call itself (forward hooks and forward).
+  using CallWrapper = std::function<Tensor(Module& module, Tensor input, const std::function<Tensor(Tensor)>& call)>;
 
   Module() = default;
   virtual ~Module() = default;
@@ -56,7 +58,8 @@ class Module {
   Module(Module&&) = delete;
   Module& operator=(Module&&) = delete;
 
-  // Calls forward through the forward hooks (FSDP gathers parameters in them).
+  // Calls forward through the forward hooks (FSDP gathers parameters in them), and the
+  // hooks and forward through the call wrapper when one is set.
   Tensor operator()(Tensor input);
   // The computation. Modules whose forward takes something other than one tensor define
   // their own call operator and leave this one throwing.
@@ -122,6 +125,11 @@ class Module {
   int register_forward_pre_hook(ForwardPreHook hook);
   int register_forward_hook(ForwardHook hook);
   void remove_hook(int handle);
+  // Every call of this module goes through `wrapper` (null removes it). Activation
+  // checkpointing (checkpoint.h) wraps the whole call, hooks included, so that FSDP's
+  // hooks run again when the call is recomputed.
+  void set_call_wrapper(CallWrapper wrapper) { call_wrapper_ = std::move(wrapper); }
+  bool has_call_wrapper() const { return call_wrapper_ != nullptr; }
 
   // Extension points for FSDP, which replaces how a sharded model's state is gathered.
   void set_state_dict_override(StateDictOverride state_dict, LoadStateDictOverride load,
@@ -181,7 +189,10 @@ class Module {
   std::vector<ParameterEntry> parameters_;
   std::vector<BufferEntry> buffers_;
   std::vector<ChildEntry> children_;
+  Tensor call_with_hooks(Tensor input);
+
   std::vector<HookEntry> hooks_;
+  CallWrapper call_wrapper_;
   std::vector<std::shared_ptr<ModuleAttachment>> attachments_;
   StateDictOverride state_dict_override_;
   LoadStateDictOverride load_state_dict_override_;

@@ -16,8 +16,15 @@
 
 namespace tessera {
 
+Allocator::Allocator() : limit_(detail::memory_limit_from_environment().value_or(kNoLimit)) {}
+
+void Allocator::set_limit(int64_t bytes) {
+  limit_.store(bytes);
+  release_cached();
+}
+
 MemoryStats Allocator::stats() const {
-  return {current_.load(), peak_.load(), allocations_.load(), cached_.load()};
+  return {current_.load(), peak_.load(), allocations_.load(), cached_.load(), reserved_bytes()};
 }
 
 void Allocator::reset_peak() { peak_.store(current_.load()); }
@@ -52,14 +59,7 @@ class CpuAllocator final : public Allocator {
     if (nbytes == 0) return nullptr;
     const size_t rounded = round_size(nbytes);
     void* data = take_cached(rounded);
-    if (data == nullptr) data = std::aligned_alloc(kAlignment, rounded);
-    if (data == nullptr) {
-      release_cached();
-      data = std::aligned_alloc(kAlignment, rounded);
-    }
-    if (data == nullptr) {
-      throw Error(detail::concat("out of host memory allocating ", nbytes, " bytes"));
-    }
+    if (data == nullptr) data = allocate_from_system(nbytes, rounded);
     record_allocation(nbytes);
     return data;
   }
@@ -78,6 +78,7 @@ class CpuAllocator final : public Allocator {
       }
     }
     std::free(data);
+    held_.fetch_sub(static_cast<int64_t>(rounded));
   }
 
   void release_cached() override {
@@ -85,10 +86,13 @@ class CpuAllocator final : public Allocator {
     for (auto& [size, blocks] : free_blocks_) {
       for (void* block : blocks) std::free(block);
       record_cached(-static_cast<int64_t>(size * blocks.size()));
+      held_.fetch_sub(static_cast<int64_t>(size * blocks.size()));
     }
     free_blocks_.clear();
     cached_total_ = 0;
   }
+
+  int64_t reserved_bytes() const override { return held_.load(); }
 
  private:
   static constexpr size_t kAlignment = 64;
@@ -99,6 +103,41 @@ class CpuAllocator final : public Allocator {
   static size_t round_size(size_t nbytes) {
     const size_t unit = nbytes >= 16 * kPage ? kPage : kAlignment;
     return (nbytes + unit - 1) / unit * unit;
+  }
+
+  // A new block from the system. Under a memory limit the bytes held from the system
+  // (live and cached blocks) must stay within it: the cache is given back first if that
+  // makes room, else the request is refused.
+  void* allocate_from_system(size_t nbytes, size_t rounded) {
+    if (!reserve(rounded)) {
+      release_cached();
+      if (!reserve(rounded)) {
+        detail::throw_over_limit(Device::cpu(), static_cast<int64_t>(nbytes), limit(), stats().current_bytes,
+                                 held_.load());
+      }
+    }
+    void* data = std::aligned_alloc(kAlignment, rounded);
+    if (data == nullptr) {
+      release_cached();
+      data = std::aligned_alloc(kAlignment, rounded);
+    }
+    if (data == nullptr) {
+      held_.fetch_sub(static_cast<int64_t>(rounded));
+      throw OutOfMemoryError(detail::concat("out of host memory allocating ", nbytes, " bytes (",
+                                            format_bytes(static_cast<int64_t>(nbytes)), "); ",
+                                            format_bytes(stats().current_bytes), " are in use by tensors"));
+    }
+    return data;
+  }
+
+  // Counts `rounded` more bytes held from the system, unless that exceeds the limit.
+  bool reserve(size_t rounded) {
+    const int64_t bytes = static_cast<int64_t>(rounded);
+    const int64_t held = held_.fetch_add(bytes) + bytes;
+    const int64_t cap = limit();
+    if (cap == kNoLimit || held <= cap) return true;
+    held_.fetch_sub(bytes);
+    return false;
   }
 
   void* take_cached(size_t rounded) {
@@ -117,6 +156,7 @@ class CpuAllocator final : public Allocator {
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_blocks_;
   size_t cached_total_ = 0;
+  std::atomic<int64_t> held_{0};  // from the system: live blocks and cached ones, rounded
 };
 
 }  // namespace

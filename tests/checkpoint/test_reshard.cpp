@@ -83,3 +83,16 @@ TEST_CASE("a checkpoint saved at 4 ranks loads bit for bit at 1, 2, 3 and 4 rank
     MESSAGE(measurements(loaded.output));
   }
 }
+
+TEST_CASE("a checkpoint of a 2 x 2 hybrid-sharded job loads bit for bit at 1, 3 and 4 ranks and resumes") {
+  tessera::testing::TempDir dir;
+  Job saved = run_worker(4, "hsdp-save*", dir.path().string());
+  INFO("mpirun -np 4 (hsdp-save) output:\n", saved.output);
+  REQUIRE(saved.status == 0);
+  for (int ranks : {1, 3, 4}) {
+    Job loaded = run_worker(ranks, "hsdp-load*", dir.path().string());
+    INFO("mpirun -np ", ranks, " (hsdp-load) output:\n", loaded.output);
+    CHECK(loaded.status == 0);
+    MESSAGE(measurements(loaded.output));
+  }
+}

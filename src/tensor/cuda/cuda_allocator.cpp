@@ -1,5 +1,6 @@
 #include "tessera/tensor/cuda/cuda_allocator.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,12 +44,15 @@ class StreamUse final : public PendingUse {
   std::unique_ptr<Event> event_;
 };
 
-// Segments from cudaMalloc; null when the device is out of memory.
+// Segments from cudaMalloc; null when the device is out of memory, or when the segment
+// would take the segments' total past the allocator's memory limit (memory_limit.h).
 class DeviceMemory final : public MemorySource {
  public:
-  explicit DeviceMemory(int device) : device_(device) {}
+  DeviceMemory(int device, const std::atomic<int64_t>& limit) : device_(device), limit_(limit) {}
 
   void* allocate_segment(size_t bytes) override {
+    const int64_t cap = limit_.load();
+    if (cap != Allocator::kNoLimit && total_ + static_cast<int64_t>(bytes) > cap) return nullptr;
     DeviceGuard guard(device_);
     void* data = nullptr;
     const cudaError_t status = cudaMalloc(&data, bytes);
@@ -57,10 +61,12 @@ class DeviceMemory final : public MemorySource {
       return nullptr;
     }
     TS_CUDA_CHECK(status);
+    total_ += static_cast<int64_t>(bytes);
     return data;
   }
 
-  void free_segment(void* segment, size_t) override {
+  void free_segment(void* segment, size_t bytes) override {
+    total_ -= static_cast<int64_t>(bytes);
     DeviceGuard guard(device_);
     // cudaFree waits for the device: nothing queued can still use the segment. A fault
     // from an earlier kernel surfaces at the next checked call instead of here.
@@ -73,11 +79,13 @@ class DeviceMemory final : public MemorySource {
 
  private:
   int device_;
+  const std::atomic<int64_t>& limit_;
+  int64_t total_ = 0;  // in segments now (the pool's owner holds its lock around every call)
 };
 
 class CachingAllocator final : public Allocator {
  public:
-  explicit CachingAllocator(int device) : device_(device), memory_(device), pool_(memory_) {}
+  explicit CachingAllocator(int device) : device_(device), memory_(device, limit_counter()), pool_(memory_) {}
 
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
@@ -90,6 +98,12 @@ class CachingAllocator final : public Allocator {
     if (data == nullptr) {
       const MemoryStats in_use = stats();
       const CachingAllocatorStats held = figures();
+      const int64_t cap = limit();
+      const auto segment = static_cast<int64_t>(BlockPool::segment_size_for(BlockPool::rounded(nbytes)));
+      if (cap != kNoLimit && held.reserved_bytes + segment > cap) {
+        detail::throw_over_limit(Device::cuda(device_), static_cast<int64_t>(nbytes), cap, in_use.current_bytes,
+                                 held.reserved_bytes);
+      }
       throw CudaError(detail::concat("cudaMalloc of ", BlockPool::segment_size_for(BlockPool::rounded(nbytes)),
                                      " bytes (for a ", nbytes, "-byte tensor) on cuda:", device_,
                                      " failed: out of memory; ", in_use.current_bytes,
@@ -120,6 +134,11 @@ class CachingAllocator final : public Allocator {
     pool_.record_use(data, stream);
   }
 
+  int64_t reserved_bytes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pool_.figures().reserved_bytes;
+  }
+
   CachingAllocatorStats figures() {
     std::lock_guard<std::mutex> lock(mutex_);
     const BlockPoolFigures& pool = pool_.figures();
@@ -135,7 +154,7 @@ class CachingAllocator final : public Allocator {
   }
 
   int device_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   DeviceMemory memory_;
   BlockPool pool_;
   int64_t reported_cached_ = 0;
