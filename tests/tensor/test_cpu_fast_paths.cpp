@@ -174,9 +174,12 @@ TEST_CASE("float32 GEMM (AVX-512 tiles) matches float64 for every operand layout
     int64_t m, n, k;
   };
   // Tile edges (8 rows, 48 columns, 16 lanes, the 256 and 1024 depth blocks), the MNIST
-  // linear layers, and shapes thin enough to take the Eigen path.
+  // linear layers, and shapes thin enough to take the Eigen path; the last two have an A
+  // block past 1 MiB, so a transposed B goes through the outer products (packed as a
+  // transpose), and 1100 rows span two of their 1024-row blocks.
   const Case cases[] = {{64, 9216, 128}, {128, 9216, 64}, {64, 128, 9216}, {13, 50, 7},   {9, 100, 300},
-                        {1, 64, 1030},   {70, 33, 65},    {3, 10, 128},    {17, 97, 1500}};
+                        {1, 64, 1030},   {70, 33, 65},    {3, 10, 128},    {17, 97, 1500}, {1100, 50, 300},
+                        {260, 70, 1030}};
   uint64_t seed = 100;
   for (const Case& c : cases) {
     for (bool trans_a : {false, true}) {

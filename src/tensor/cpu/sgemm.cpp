@@ -3,11 +3,14 @@
 // C = alpha op(A) op(B) + beta C, row-major. Two shapes of loop, chosen by where B's
 // elements are contiguous:
 //  - B not transposed (B[k, n] rows run along n): outer products. A is packed in 8-row
-//    panels (alpha folded in), 48 columns per tile; depth is blocked by 256. B's rows are
-//    read in place for a single row tile, else copied per column tile into a contiguous
-//    panel that stays in L1/L2 across the row tiles.
+//    panels (alpha folded in), 48 columns per tile; depth is blocked by 256 and rows by
+//    1024 (the packed block stays in L2). B's rows are read in place for a single row
+//    tile, else copied per column tile into a contiguous panel that stays in L1/L2 across
+//    the row tiles.
 //  - B transposed (B stored [n, k], the layout of a Linear weight): dot products along k,
 //    4 rows of A x 3 rows of B per tile, depth blocked by 1024 so the A block stays in L2.
+//    When A's block is larger than that (GPT-2's 2048-token batches: 3x slower from L3),
+//    the outer products instead, with B's panels packed as a transpose.
 // Column tiles (or B-row tiles) are split across OpenMP threads unless the call is already
 // inside a parallel region (the convolution's per-sample GEMMs). The summation order is
 // fixed by the shapes and the thread count, so results are reproducible run to run.
@@ -112,26 +115,80 @@ namespace {
 using avx512::kColumns, avx512::kRows;
 
 constexpr int64_t kOuterDepth = 256;
+constexpr int64_t kOuterRowBlock = 1024;
 constexpr int64_t kDotDepth = 1024;
+// The dot-product path reads A's depth block in place from L2; past this size (a 2048-row
+// A at depth 768) it would come from L3 for every B tile, so B is transposed into the outer
+// products' panels instead.
+constexpr int64_t kDotMaxABlockBytes = int64_t{1} << 20;
 // Below this many multiply-adds a GEMM runs on one thread.
 constexpr int64_t kParallelWork = int64_t{1} << 20;
 
 bool run_parallel(int64_t m, int64_t n, int64_t k) { return !omp_in_parallel() && m * n * k >= kParallelWork; }
 
-void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// Packs rows row0.. of A (alpha folded in) for depth block k0..k0+depth into 8-row panels,
+// row tile by row tile (rows past m read zero), split across the enclosing region's threads.
+void pack_a_rows(bool trans_a, int64_t m, int64_t row0, int64_t rows, int64_t k0, int64_t depth, float alpha,
+                 const float* a, int64_t lda, float* packed) {
+#pragma omp for schedule(static)
+  for (int64_t rt = 0; rt < rows / kRows; ++rt) {
+    float* panel = packed + rt * depth * kRows;
+    const int64_t first = row0 + rt * kRows;
+    if (trans_a) {  // A's column `row` runs down A^T's storage rows: read 8 neighbours at a time
+      for (int64_t kk = 0; kk < depth; ++kk) {
+        const float* source = a + (k0 + kk) * lda;
+        for (int64_t r = 0; r < kRows; ++r) panel[kk * kRows + r] = first + r >= m ? 0.0f : alpha * source[first + r];
+      }
+    } else {
+      for (int64_t r = 0; r < kRows; ++r) {
+        const float* source = a + (first + r) * lda + k0;
+        for (int64_t kk = 0; kk < depth; ++kk) panel[kk * kRows + r] = first + r >= m ? 0.0f : alpha * source[kk];
+      }
+    }
+  }
+}
+
+// Copies B's columns n0..n0+47 over depth block k0.. into a [depth, 48] panel, zero past n;
+// B stored [k, n] (rows read in place) or, trans_b, [n, k] (a transpose).
+void pack_b_panel(bool trans_b, int64_t n, int64_t n0, int64_t k0, int64_t depth, const float* b, int64_t ldb,
+                  float* panel) {
+  const int64_t columns = std::min(kColumns, n - n0);
+  if (trans_b) {
+    for (int64_t j = 0; j < columns; ++j) {
+      const float* source = b + (n0 + j) * ldb + k0;
+      for (int64_t kk = 0; kk < depth; ++kk) panel[kk * kColumns + j] = source[kk];
+    }
+    for (int64_t kk = 0; kk < depth; ++kk) std::fill(panel + kk * kColumns + columns, panel + (kk + 1) * kColumns, 0.0f);
+    return;
+  }
+  for (int64_t kk = 0; kk < depth; ++kk) {
+    const float* row = b + (k0 + kk) * ldb + n0;
+    float* panel_row = panel + kk * kColumns;
+    std::copy(row, row + columns, panel_row);
+    std::fill(panel_row + columns, panel_row + kColumns, 0.0f);
+  }
+}
+
+void outer_product_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                        int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int64_t row_tiles = round_up(m, kRows) / kRows;
   const int64_t column_tiles = round_up(n, kColumns) / kColumns;
+  // Rows are taken kOuterRowBlock at a time so that the block's packed A (1 MiB at depth
+  // 256, half of this Xeon's L2) stays in L2 while every column tile passes over it; a
+  // 2048-row A (GPT-2 at 8 x 256 tokens) would not, and would stream from L3.
+  const int64_t block_rows = std::min(row_tiles * kRows, kOuterRowBlock);
   thread_local Scratch packed_buffer;
-  float* packed = packed_buffer.get(row_tiles * std::min(k, kOuterDepth) * kRows);
+  float* packed = packed_buffer.get(block_rows * std::min(k, kOuterDepth));
   // With more than one row tile, each thread copies its column tile's B rows into one
   // contiguous panel first: B's rows are often a multiple of 4 KiB apart (a Linear weight
   // of 9216 columns, a 2048-wide matrix), so read in place they all fall in the same few
-  // L1 sets and every row tile would fetch them again from L2. The sums are the same.
-  const bool pack_b = row_tiles > 1;
+  // L1 sets and every row tile would fetch them again from L2. A transposed B is always
+  // packed. The sums are the same either way.
+  const bool pack_b = row_tiles > 1 || trans_b;
 
-  // Every thread walks the same depth blocks: pack its share of A's row tiles, wait for
-  // the others (the barrier after each omp for), then multiply its share of column tiles.
+  // Every thread walks the same depth blocks and row blocks: pack its share of the block's
+  // row tiles, wait for the others (the barrier after each omp for), then multiply its
+  // share of column tiles. The order of the sums depends on neither blocking.
 #pragma omp parallel if (run_parallel(m, n, k))
   {
     int64_t offsets[kOuterDepth], limits[kOuterDepth], panel_offsets[kOuterDepth];
@@ -140,37 +197,26 @@ void outer_product_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, float alp
     float* b_panel = pack_b ? b_panel_buffer.get(kOuterDepth * kColumns) : nullptr;
     for (int64_t k0 = 0; k0 < k; k0 += kOuterDepth) {
       const int64_t depth = std::min(kOuterDepth, k - k0);
-#pragma omp for schedule(static)
-      for (int64_t rt = 0; rt < row_tiles; ++rt) {
-        float* panel = packed + rt * depth * kRows;
-        for (int64_t r = 0; r < kRows; ++r) {
-          const int64_t row = rt * kRows + r;
-          for (int64_t kk = 0; kk < depth; ++kk) {
-            const float value = row >= m ? 0.0f : trans_a ? a[(k0 + kk) * lda + row] : a[row * lda + k0 + kk];
-            panel[kk * kRows + r] = alpha * value;
-          }
-        }
-      }
       for (int64_t kk = 0; kk < depth; ++kk) {
         offsets[kk] = (k0 + kk) * ldb;
         limits[kk] = n;
       }
+      for (int64_t row0 = 0; row0 < m; row0 += block_rows) {
+        const int64_t rows = std::min(block_rows, round_up(m - row0, kRows));
+        pack_a_rows(trans_a, m, row0, rows, k0, depth, alpha, a, lda, packed);
+        float* c_block = c + row0 * ldc;
+        const int64_t m_block = std::min(rows, m - row0);
 #pragma omp for schedule(static)
-      for (int64_t ct = 0; ct < column_tiles; ++ct) {
-        const int64_t n0 = ct * kColumns;
-        if (pack_b) {
-          const int64_t columns = std::min(kColumns, n - n0);
-          for (int64_t kk = 0; kk < depth; ++kk) {
-            const float* row = b + offsets[kk] + n0;
-            float* panel_row = b_panel + kk * kColumns;
-            std::copy(row, row + columns, panel_row);
-            std::fill(panel_row + columns, panel_row + kColumns, 0.0f);
+        for (int64_t ct = 0; ct < column_tiles; ++ct) {
+          const int64_t n0 = ct * kColumns;
+          if (pack_b) {
+            pack_b_panel(trans_b, n, n0, k0, depth, b, ldb, b_panel);
+            avx512::outer_product_column_tile(m_block, n, n0, depth, packed, b_panel, panel_offsets, nullptr, false,
+                                              k0 == 0, beta, c_block, ldc);
+          } else {
+            avx512::outer_product_column_tile(m_block, n, n0, depth, packed, b + n0, offsets, limits,
+                                              n0 + kColumns > n, k0 == 0, beta, c_block, ldc);
           }
-          avx512::outer_product_column_tile(m, n, n0, depth, packed, b_panel, panel_offsets, nullptr, false, k0 == 0,
-                                            beta, c, ldc);
-        } else {
-          avx512::outer_product_column_tile(m, n, n0, depth, packed, b + n0, offsets, limits, n0 + kColumns > n,
-                                            k0 == 0, beta, c, ldc);
         }
       }
     }
@@ -206,7 +252,11 @@ bool sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   if (m == 0 || n == 0 || k == 0) return false;  // Eigen's path handles the degenerate cases
   if (!trans_b) {
     if (n < 32) return false;  // a 48-column tile would be mostly empty
-    outer_product_gemm(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    outer_product_gemm(trans_a, false, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return true;
+  }
+  if (n >= 32 && m * std::min(k, kDotDepth) * int64_t{sizeof(float)} > kDotMaxABlockBytes) {
+    outer_product_gemm(trans_a, true, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return true;
   }
   if (trans_a || k < 64) return false;
