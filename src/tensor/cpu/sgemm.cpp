@@ -9,8 +9,8 @@
 //    the row tiles.
 //  - B transposed (B stored [n, k], the layout of a Linear weight): dot products along k,
 //    4 rows of A x 3 rows of B per tile, depth blocked by 1024 so the A block stays in L2.
-//    When A's block is larger than that (GPT-2's 2048-token batches: 3x slower from L3),
-//    the outer products instead, with B's panels packed as a transpose.
+//    When A's block is larger than 512 KiB (GPT-2's 256- and 2048-token batches), the
+//    outer products instead, with B's panels packed as a transpose (8 x 8 transposes).
 // Column tiles (or B-row tiles) are split across OpenMP threads unless the call is already
 // inside a parallel region (the convolution's per-sample GEMMs). The summation order is
 // fixed by the shapes and the thread count, so results are reproducible run to run.
@@ -102,7 +102,48 @@ void dot_product_b_tile(int64_t m, int64_t n, int64_t j0, int64_t depth, float a
   }
 }
 
+// dst row j (8 floats, dst_stride apart) = column j of the 8 x 8 block whose row i is
+// rows[i]: the unpack/shuffle/permute transpose.
+inline void store_transposed8(const __m256 (&rows)[8], float* dst, int64_t dst_stride) {
+  __m256 pairs[8], quads[8];
+  for (int i = 0; i < 4; ++i) {
+    pairs[2 * i] = _mm256_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
+    pairs[2 * i + 1] = _mm256_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
+  }
+  for (int half = 0; half < 2; ++half) {
+    const __m256* p = pairs + 4 * half;
+    quads[4 * half + 0] = _mm256_shuffle_ps(p[0], p[2], _MM_SHUFFLE(1, 0, 1, 0));
+    quads[4 * half + 1] = _mm256_shuffle_ps(p[0], p[2], _MM_SHUFFLE(3, 2, 3, 2));
+    quads[4 * half + 2] = _mm256_shuffle_ps(p[1], p[3], _MM_SHUFFLE(1, 0, 1, 0));
+    quads[4 * half + 3] = _mm256_shuffle_ps(p[1], p[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + j * dst_stride, _mm256_permute2f128_ps(quads[j], quads[4 + j], 0x20));
+    _mm256_storeu_ps(dst + (j + 4) * dst_stride, _mm256_permute2f128_ps(quads[j], quads[4 + j], 0x31));
+  }
+}
+
 }  // namespace
+
+// panel[kk * 8 + r] = scale * source[r * stride + kk] for r < valid (zero for the other of
+// 8 rows), kk < depth: an 8-row tile of A in the outer products' layout, or 8 rows of a
+// transposed B (scale 1, panel_stride 48) into a column panel. panel_stride: floats
+// between consecutive kk in the panel.
+void pack_transposed_rows(int64_t valid, const float* source, int64_t stride, int64_t depth, float scale, float* panel,
+                          int64_t panel_stride) {
+  const __m256 factor = _mm256_set1_ps(scale);
+  int64_t kk = 0;
+  for (; kk + 8 <= depth; kk += 8) {
+    __m256 rows[8];
+    for (int r = 0; r < 8; ++r) {
+      rows[r] = r < valid ? _mm256_mul_ps(factor, _mm256_loadu_ps(source + r * stride + kk)) : _mm256_setzero_ps();
+    }
+    store_transposed8(rows, panel + kk * panel_stride, panel_stride);
+  }
+  for (; kk < depth; ++kk) {
+    for (int64_t r = 0; r < 8; ++r) panel[kk * panel_stride + r] = r < valid ? scale * source[r * stride + kk] : 0.0f;
+  }
+}
 
 }  // namespace tessera::cpu::avx512
 
@@ -117,10 +158,11 @@ using avx512::kColumns, avx512::kRows;
 constexpr int64_t kOuterDepth = 256;
 constexpr int64_t kOuterRowBlock = 1024;
 constexpr int64_t kDotDepth = 1024;
-// The dot-product path reads A's depth block in place from L2; past this size (a 2048-row
-// A at depth 768) it would come from L3 for every B tile, so B is transposed into the outer
-// products' panels instead.
-constexpr int64_t kDotMaxABlockBytes = int64_t{1} << 20;
+// The dot-product path reads A's depth block in place, 4 rows per tile, from L2; past this
+// size (128 rows at a depth past 1024, 256 rows past 512) the outer products with B
+// transposed into their panels are faster (1.4x at 256 rows, 3x at 2048 rows, where A's
+// block comes from L3). MNIST's 64-row batches stay below it.
+constexpr int64_t kDotMaxABlockBytes = int64_t{1} << 19;
 // Below this many multiply-adds a GEMM runs on one thread.
 constexpr int64_t kParallelWork = int64_t{1} << 20;
 
@@ -140,10 +182,7 @@ void pack_a_rows(bool trans_a, int64_t m, int64_t row0, int64_t rows, int64_t k0
         for (int64_t r = 0; r < kRows; ++r) panel[kk * kRows + r] = first + r >= m ? 0.0f : alpha * source[first + r];
       }
     } else {
-      for (int64_t r = 0; r < kRows; ++r) {
-        const float* source = a + (first + r) * lda + k0;
-        for (int64_t kk = 0; kk < depth; ++kk) panel[kk * kRows + r] = first + r >= m ? 0.0f : alpha * source[kk];
-      }
+      avx512::pack_transposed_rows(std::min(kRows, m - first), a + first * lda + k0, lda, depth, alpha, panel, kRows);
     }
   }
 }
@@ -153,12 +192,11 @@ void pack_a_rows(bool trans_a, int64_t m, int64_t row0, int64_t rows, int64_t k0
 void pack_b_panel(bool trans_b, int64_t n, int64_t n0, int64_t k0, int64_t depth, const float* b, int64_t ldb,
                   float* panel) {
   const int64_t columns = std::min(kColumns, n - n0);
-  if (trans_b) {
-    for (int64_t j = 0; j < columns; ++j) {
-      const float* source = b + (n0 + j) * ldb + k0;
-      for (int64_t kk = 0; kk < depth; ++kk) panel[kk * kColumns + j] = source[kk];
+  if (trans_b) {  // 8 columns at a time (8 rows of the stored B), zero past n
+    for (int64_t j0 = 0; j0 < kColumns; j0 += 8) {
+      avx512::pack_transposed_rows(std::max<int64_t>(0, std::min<int64_t>(8, columns - j0)),
+                                   b + std::min(n0 + j0, n - 1) * ldb + k0, ldb, depth, 1.0f, panel + j0, kColumns);
     }
-    for (int64_t kk = 0; kk < depth; ++kk) std::fill(panel + kk * kColumns + columns, panel + (kk + 1) * kColumns, 0.0f);
     return;
   }
   for (int64_t kk = 0; kk < depth; ++kk) {
