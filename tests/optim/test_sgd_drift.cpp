@@ -277,7 +277,7 @@ const ts::StateDict& orders_golden() {
   return file;
 }
 
-TEST_CASE("SGD on MNIST in float32, free running over 16 orders of the batches: drift within 2x PyTorch's") {
+TEST_CASE("float32 SGD on MNIST, free running over 16 orders of the batches: drift within 2x PyTorch's") {
   const ts::StateDict& file = orders_golden();
   const ts::StateDict weights = initial_weights();
   const ts::Tensor orders = file.at("orders"), f64 = file.at("f64");
