@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Why float32 SGD on MNIST drifts from float64 as far as it does: PyTorch's side of the study
 in docs/performance.md ("Window 0: chaos, not a kernel"); Tessera's side is test_optim
--tc='*study*' with TESSERA_DRIFT_STUDY=1. Both train on the 36 batches of
+-tc='*why window 0*' with TESSERA_DRIFT_STUDY=1. Both train on the 36 batches of
 tests/optim/data/sgd_drift_golden.safetensors (window 0) from its initial weights, as
 make_drift_golden.py does, and print:
 
