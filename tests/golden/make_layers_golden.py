@@ -16,19 +16,15 @@ Run with Debian's python3-torch (CPU): /usr/bin/python3 tests/golden/make_layers
 The C++ tests read the committed file and do not need PyTorch.
 """
 
-import json
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import safetensors_torch  # noqa: E402
+import golden_file
 
-OUTPUT = os.path.join(HERE, "layers.safetensors")
-DTYPES = {"F32": torch.float32, "F64": torch.float64}
+OUTPUT = os.path.join(golden_file.HERE, "layers.safetensors")
+DTYPES = golden_file.FLOAT_DTYPES
 
 # (name, op, options). Shapes are small: the file stays well under 1 MB.
 CASES = [
@@ -152,20 +148,7 @@ def main():
             seed = 2000 + index
             tensors.update(run_case(name, op, options, dtype_name, seed))
             table.append(dict(name=case_name, op=op, dtype=dtype_name, **options))
-    metadata = {
-        "generator": "tests/golden/make_layers_golden.py",
-        "torch_version": torch.__version__,
-        "cases": json.dumps(table, separators=(",", ":")),
-    }
-    safetensors_torch.save(tensors, OUTPUT, metadata)
-
-    back = safetensors_torch.load(OUTPUT)
-    assert list(back) == list(tensors)
-    for key, tensor in tensors.items():
-        assert torch.equal(back[key], tensor), key
-    size = os.path.getsize(OUTPUT)
-    assert size < 1_000_000, size
-    print(f"wrote {OUTPUT}: {len(table)} cases, {len(tensors)} tensors, {size} bytes, torch {torch.__version__}")
+    golden_file.write(OUTPUT, tensors, table, "tests/golden/make_layers_golden.py")
 
 
 if __name__ == "__main__":
