@@ -26,10 +26,11 @@ struct GoldenFile {
 };
 
 // tests/golden/<name> of the source tree (TESSERA_SOURCE_DIR, which meson test sets), read on
-// first use.
+// first use. Kept until exit and never destroyed: the library's allocators, which the
+// tensors would be freed to, may be gone by then.
 inline const GoldenFile& golden_file(const std::string& name) {
-  static std::map<std::string, GoldenFile> loaded;
-  if (auto found = loaded.find(name); found != loaded.end()) return found->second;
+  static auto* loaded = new std::map<std::string, GoldenFile>();
+  if (auto found = loaded->find(name); found != loaded->end()) return found->second;
   const char* dir = std::getenv("TESSERA_SOURCE_DIR");
   REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
   const std::string path = std::string(dir) + "/tests/golden/" + name;
@@ -37,7 +38,7 @@ inline const GoldenFile& golden_file(const std::string& name) {
   file.tensors = tessera::io::load(path);
   file.metadata = tessera::io::load_metadata(path);
   file.cases = tessera::io::json::parse(file.metadata.at("cases"));
-  return loaded.emplace(name, std::move(file)).first->second;
+  return loaded->emplace(name, std::move(file)).first->second;
 }
 
 struct Tolerance {
