@@ -1,5 +1,7 @@
 """What the golden generators here (make_*golden.py) share: where they write, the float
-dtypes every case runs in, and the writing itself. write() stores the tensors with the
+dtypes every case runs in, PyTorch set to one deterministic thread (one thread is the order
+Tessera sums in at any count), the fixed upstream gradient of a case's backward, the case's
+tensor names, and the writing itself. write() stores the tensors with the
 metadata the C++ tests read (the generator, torch's version, the case table as JSON in
 "cases"), then checks that the file reads back as written (which also tests
 tools/safetensors_torch.py) and stays under 1 MB.
@@ -21,6 +23,24 @@ import safetensors_torch  # noqa: E402
 
 FLOAT_DTYPES = {"F32": torch.float32, "F64": torch.float64}
 MAX_BYTES = 1_000_000
+
+
+def use_one_deterministic_thread():
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+
+
+def backward_from_random_gradient(y, generator, dtype):
+    """Backpropagates a standard normal upstream gradient (drawn in float64, then cast to
+    `dtype`) from y, and returns it."""
+    grad_output = torch.randn(y.shape, generator=generator, dtype=torch.float64).to(dtype)
+    y.backward(grad_output)
+    return grad_output
+
+
+def case_tensors(name, dtype_name, roles):
+    """The file's entries of a case: "<name>_<dtype>/<role>", detached."""
+    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in roles.items()}
 
 
 def write(output, tensors, table, generator):

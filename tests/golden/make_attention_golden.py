@@ -92,16 +92,14 @@ def run_case(name, options, batch, length, source, head_dim, value_dim, dtype_na
         out["mask"] = mask
     views = [t.transpose(1, 2) if transposed else t for t in (q, k, v)]
     y = attention(*views, mask, options["is_causal"], options["scale"])
-    grad_output = torch.randn(y.shape, generator=g, dtype=torch.float64).to(dtype)
-    y.backward(grad_output)
+    grad_output = golden_file.backward_from_random_gradient(y, g, dtype)
     out.update(output=y, grad_output=grad_output, grad_q=q.grad, grad_k=k.grad, grad_v=v.grad)
     assert all(torch.isfinite(t).all() for role, t in out.items() if role != "mask"), name
-    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in out.items()}
+    return golden_file.case_tensors(name, dtype_name, out)
 
 
 def main():
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+    golden_file.use_one_deterministic_thread()
     tensors = {}
     table = []
     for index, (name, options, batch, length, source, head_dim, value_dim) in enumerate(CASES):

@@ -126,19 +126,17 @@ def run_case(name, op, options, dtype_name, seed):
     else:
         raise ValueError(op)
 
-    grad_output = torch.randn(y.shape, generator=g, dtype=torch.float64).to(dtype)
-    y.backward(grad_output)
+    grad_output = golden_file.backward_from_random_gradient(y, g, dtype)
     out["output"] = y
     out["grad_output"] = grad_output
     for role, tensor in grads:
         if tensor is not None:
             out[role] = tensor.grad
-    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in out.items()}
+    return golden_file.case_tensors(name, dtype_name, out)
 
 
 def main():
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+    golden_file.use_one_deterministic_thread()
     tensors = {}
     table = []
     for index, (name, op, options) in enumerate(CASES):

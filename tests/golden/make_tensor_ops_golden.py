@@ -205,12 +205,11 @@ def run_case(name, op, options, shape, dtype_name, seed):
         torch.autograd.backward([t for _, t in differentiable], upstream)
         for role in grads:
             out["grad_" + role] = roles[role].grad
-    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in out.items()}
+    return golden_file.case_tensors(name, dtype_name, out)
 
 
 def main():
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+    golden_file.use_one_deterministic_thread()
     tensors, table = {}, []
     for index, (name, op, options, shape) in enumerate(CASES):
         for dtype_name in options.get("dtypes", list(FLOATS)):
