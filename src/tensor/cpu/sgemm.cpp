@@ -125,10 +125,10 @@ inline void store_transposed8(const __m256 (&rows)[8], float* dst, int64_t dst_s
 
 }  // namespace
 
-// panel[kk * 8 + r] = scale * source[r * stride + kk] for r < valid (zero for the other of
-// 8 rows), kk < depth: an 8-row tile of A in the outer products' layout, or 8 rows of a
-// transposed B (scale 1, panel_stride 48) into a column panel. panel_stride: floats
-// between consecutive kk in the panel.
+// panel[kk * panel_stride + r] = scale * source[r * stride + kk] for r < 8, kk < depth
+// (zero for rows r >= valid): an 8-row tile of A in the outer products' layout
+// (panel_stride 8), or 8 rows of a transposed B into its 48-column panel (scale 1,
+// panel_stride 48).
 void pack_transposed_rows(int64_t valid, const float* source, int64_t stride, int64_t depth, float scale, float* panel,
                           int64_t panel_stride) {
   const __m256 factor = _mm256_set1_ps(scale);
