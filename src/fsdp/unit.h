@@ -96,7 +96,7 @@ class Unit {
   // Gathers if needed and waits. If the all-gather fails, its error is rethrown and the
   // unit is released again: the next forward gathers anew.
   void wait_gathered();
-  void reshard();        // releases the full buffer (NO_SHARD keeps it)
+  void reshard();        // releases the full buffer (kept when shard_is_full())
 
   // Gradients: the unsharded gradient buffer collects each parameter's gradient.
   void accumulate_gradient(size_t index, const Tensor& grad);
