@@ -498,10 +498,10 @@ struct StepResult {
 StepResult train_step(Trainer& t, const ts::data::Batch& batch, uint64_t step, uint64_t seed) {
   ts::nn::BatchScope scope({.seed = seed, .step = step, .first_row = batch.first_row});
   t.optimizer.zero_grad();
-  ts::Tensor logits = t.model(batch.data.to(t.device));
   const double global_tokens = static_cast<double>(batch.global_rows * batch.data.size(1));
-  ts::Tensor loss = ts::cross_entropy(logits.flatten(0, 1), batch.target.to(t.device).flatten(),
-                                      {.reduction = ts::Reduction::sum}) / global_tokens;
+  // model(ids, targets): the logits die inside, not kept through backward.
+  ts::Tensor loss = t.model.forward(batch.data.to(t.device), batch.target.to(t.device),
+                                    {.reduction = ts::Reduction::sum}) / global_tokens;
   loss.backward();
   const double grad_norm = t.grad_clip > 0 ? ts::fsdp::clip_grad_norm(t.model, t.grad_clip) : 0.0;
   t.optimizer.step();

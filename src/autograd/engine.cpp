@@ -61,9 +61,19 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<Node*>& root
   return dependencies;
 }
 
+// Sums a node's incoming gradients. In place when the sum so far is a buffer nobody else
+// holds (as PyTorch's InputBuffer does): a weight used twice (GPT-2's tied embedding and
+// head) then needs one gradient buffer, not three. The same values either way (a + b).
 void accumulate(Tensor& slot, Tensor&& grad) {
   if (!grad.defined()) return;
-  slot = slot.defined() ? native::binary(native::BinaryOp::add, slot, grad) : std::move(grad);
+  if (!slot.defined()) {
+    slot = std::move(grad);
+  } else if (owns_its_storage(slot) && slot.sizes() == grad.sizes() && slot.dtype() == grad.dtype() &&
+             slot.device() == grad.device()) {
+    native::binary_(native::BinaryOp::add, slot, grad);
+  } else {
+    slot = native::binary(native::BinaryOp::add, slot, grad);
+  }
 }
 
 struct LaterFirst {

@@ -69,16 +69,10 @@ AccumulateGrad::AccumulateGrad(Tensor leaf) : Node("AccumulateGrad"), leaf_(std:
   outputs().push_back({leaf_.sizes(), leaf_.dtype(), leaf_.device()});
 }
 
-namespace {
-
-// A gradient we may keep as .grad without copying: contiguous, owning its whole storage,
-// and referenced by nobody else.
-bool can_steal(const Tensor& grad) {
+bool owns_its_storage(const Tensor& grad) {
   return grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous() &&
          grad.storage_offset() == 0 && grad.nbytes() == grad.storage()->nbytes();
 }
-
-}  // namespace
 
 TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
@@ -91,7 +85,7 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
            " does not match its leaf of shape ", shape_str(leaf_.sizes()));
   NoGradGuard no_grad;
   if (!meta.grad.defined()) {
-    meta.grad = can_steal(grad) ? std::move(grad) : native::clone(grad);
+    meta.grad = owns_its_storage(grad) ? std::move(grad) : native::clone(grad);
   } else {
     native::add_scaled_(meta.grad, grad, 1.0);
   }

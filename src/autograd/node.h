@@ -96,6 +96,10 @@ class AccumulateGrad final : public Node {
 // existed before (activation checkpointing tells its recomputed graph from the rest so).
 uint64_t upcoming_sequence_nr();
 
+// True for a gradient the engine may keep or add into without copying: contiguous, owning
+// its whole storage, and referenced by nobody else.
+bool owns_its_storage(const Tensor& grad);
+
 // The edge through which a gradient reaches `tensor`: its grad_fn, or for a leaf that
 // requires grad its AccumulateGrad; an empty edge otherwise.
 Edge gradient_edge(const Tensor& tensor);

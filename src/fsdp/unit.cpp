@@ -103,9 +103,20 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
   full_impl->dtype = param_dtype_;
   full_ = Tensor(std::move(full_impl));
 
+  // A group of one rank holds the whole flat parameter as its shard: the shard is then the
+  // gathered buffer too (as NO_SHARD's), so that no second copy exists and nothing is
+  // gathered, as PyTorch's FSDP switches to NO_SHARD at world size 1. Not with mixed
+  // precision, whose gathered buffer has another dtype.
+  shard_is_full_ = !sharded_ || (group.size() == 1 && param_dtype_ == dtype && reduce_dtype_ == dtype);
+  if (shard_is_full_) {
+    full_storage_->resize(static_cast<size_t>(padded_bytes()));
+    native::fill_(full_, 0.0);
+    state_ = State::gathered;
+  }
+
   // This rank's shard: the parameters' elements in its range, zero in gaps and padding.
   ElementRange range = shard_range();
-  Tensor shard = native::zeros({layout_.shard_numel()}, dtype, device_);
+  Tensor shard = shard_is_full_ ? full_ : native::zeros({layout_.shard_numel()}, dtype, device_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     ElementRange part = layout_.overlap(i, range);
     if (part.empty()) continue;
@@ -122,15 +133,7 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
       native::copy_(destination, native::narrow(flat, 0, part.begin - entry.offset, part.size()));
     }
   }
-  if (sharded_) {
-    shard_ = shard;
-  } else {
-    // NO_SHARD: the shard is the full buffer itself, always present.
-    full_storage_->resize(static_cast<size_t>(padded_bytes()));
-    native::copy_(full_, shard);
-    shard_ = full_;
-    state_ = State::gathered;
-  }
+  shard_ = shard;
   shard_.requires_grad_(true);
 
   // The parameters become views of the full buffer for good; releasing and re-gathering
@@ -203,7 +206,7 @@ void Unit::release_full() {
 }
 
 void Unit::reshard() {
-  if (!sharded_ || state_ == State::released) return;
+  if (shard_is_full_ || state_ == State::released) return;
   if (state_ == State::gathering) wait_gathered();
   release_full();
 }
@@ -233,7 +236,7 @@ void Unit::start_reduction(const std::optional<RowWeight>& weight) {
     op = dist::ReduceOp::sum;
   }
   in_context(context("reducing its gradients"), [&] {
-    if (sharded_) {
+    if (!shard_is_full_) {
       reducing_into_ = native::empty({layout_.shard_numel()}, reduce_dtype_, device_);
       pending_reduction_ = reduction_group_->reduce_scatter_into_async(reducing_into_, full_gradient_, op);
     } else {
@@ -296,7 +299,7 @@ void Unit::drop_unsharded_gradient() {
 }
 
 void Unit::write_back() {
-  if (!sharded_ || state_ == State::released) return;
+  if (shard_is_full_ || state_ == State::released) return;
   wait_gathered();
   NoGradGuard no_grad;
   ElementRange range = shard_range();

@@ -96,7 +96,7 @@ class Unit {
   // Gathers if needed and waits. If the all-gather fails, its error is rethrown and the
   // unit is released again: the next forward gathers anew.
   void wait_gathered();
-  void reshard();        // releases the full buffer (NO_SHARD keeps it)
+  void reshard();        // releases the full buffer (kept when shard_is_full())
 
   // Gradients: the unsharded gradient buffer collects each parameter's gradient.
   void accumulate_gradient(size_t index, const Tensor& grad);
@@ -104,7 +104,12 @@ class Unit {
   int gradients_expected() const { return static_cast<int>(parameters_.size()); }
   bool has_unsharded_gradient() const { return full_gradient_.defined(); }
   // Bytes now held by the gathered parameter buffer and by the unsharded gradient.
-  int64_t gathered_bytes() const { return static_cast<int64_t>(full_storage_->nbytes()); }
+  // (None when the shard is the full buffer: see shard_is_full().)
+  int64_t gathered_bytes() const { return shard_is_full_ ? 0 : static_cast<int64_t>(full_storage_->nbytes()); }
+  // True when the shard is the whole flat parameter and serves as the gathered buffer (NO_SHARD,
+  // or a group of one rank without mixed precision): never released, never gathered, its
+  // gradient collected in the buffer that becomes the shard's gradient.
+  bool shard_is_full() const { return shard_is_full_; }
   int64_t unsharded_gradient_bytes() const { return full_gradient_.defined() ? gradient_bytes() : 0; }
   // Reduce-scatters (NO_SHARD: all-reduces) the unsharded gradient into the shard's
   // gradient, adding to what is there, and frees it: start_reduction() issues the
@@ -178,6 +183,7 @@ class Unit {
   dist::ReduceOp gradient_reduction_;
   bool is_root_;
   bool sharded_;
+  bool shard_is_full_ = false;
   Counters& counters_;
   FlatLayout layout_;
   Device device_;

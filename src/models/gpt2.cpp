@@ -252,4 +252,13 @@ Tensor GPT2::forward(Tensor ids) {
   return lm_head(hidden);
 }
 
+Tensor GPT2::forward(Tensor ids, const Tensor& targets, const CrossEntropyOptions& options) {
+  TS_CHECK(targets.defined() && targets.sizes() == ids.sizes(), ShapeError, "GPT2: targets of shape ",
+           targets.defined() ? shape_str(targets.sizes()) : std::string("undefined"), " for ids of shape ",
+           shape_str(ids.sizes()), "; give one target token per position");
+  TS_CHECK(cache_ == nullptr, ValueError, "GPT2: forward(ids, targets) with a KV cache attached; detach it first");
+  Tensor logits = (*this)(std::move(ids));
+  return cross_entropy(logits.flatten(0, -2), targets.flatten(), options);
+}
+
 }  // namespace tessera::models

@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/autograd/functions.h"
 #include "tessera/nn/activation.h"
 #include "tessera/nn/containers.h"
 #include "tessera/nn/embedding.h"
@@ -201,6 +202,11 @@ class GPT2 : public nn::Module {
  public:
   explicit GPT2(const GPTConfig& config = {});
   Tensor forward(Tensor ids) override;
+  // nanoGPT's model(idx, targets): the cross entropy of the logits of ids (int64 [B, T])
+  // against targets ([B, T]), with options as ts::cross_entropy's (default: the mean). The
+  // logits ([B, T, vocab_size], 4 B T V bytes in float32: 206 MB at 4 x 256 tokens) are not
+  // returned, so they are freed before backward instead of living through it.
+  Tensor forward(Tensor ids, const Tensor& targets, const CrossEntropyOptions& options = {});
   std::string type_name() const override { return "GPT2LMHeadModel"; }
   const GPTConfig& config() const { return config_; }
 

@@ -180,3 +180,22 @@ TEST_CASE("ReLU's backward writes in place only into gradients nothing else hold
   for (float& v : expected) v *= 2.0f;
   CHECK(x.grad().to_vector<float>() == expected);
 }
+
+TEST_CASE("gradients reaching a node along two paths are summed in place") {
+  // u feeds two products: its node receives 3 g and 5 g. Summed into the first (a buffer
+  // only the engine holds), not into a third [N] buffer, as PyTorch's InputBuffer does: a
+  // tied weight (GPT-2's embedding and head) then needs one gradient buffer less.
+  constexpr int64_t n = 1 << 20;
+  constexpr int64_t bytes = n * 4;
+  ts::Tensor x = ts::ones({n}).requires_grad_();
+  ts::Tensor u = x * 2.0;
+  ts::Tensor loss = (u * 3.0).sum() + (u * 5.0).sum();
+  u = ts::Tensor();
+  ts::reset_peak_memory();
+  const int64_t before = ts::memory_stats().current_bytes;
+  loss.backward();
+  const int64_t peak = ts::memory_stats().peak_bytes - before;
+  CHECK(x.grad().to_vector<float>() == std::vector<float>(n, 16.0f));
+  // The two contributions, then their sum and x's gradient (out of place: 3 x [N] at the sum).
+  CHECK(peak <= 2 * bytes + 64);
+}

@@ -188,6 +188,25 @@ TEST_CASE("GPT2: forward and backward match PyTorch's GPT-2 on the same weights 
   }
 }
 
+TEST_CASE("GPT2: forward(ids, targets) is the cross entropy of the logits, bit for bit, gradients too") {
+  const auto& ref = reference();
+  auto with_targets = gpt2_reference::reference_model(DType::f32);
+  auto with_logits = gpt2_reference::reference_model(DType::f32);
+  Tensor loss = with_targets->forward(ref.inputs(0), ref.targets(0));
+  Tensor expected = ts::cross_entropy((*with_logits)(ref.inputs(0)).flatten(0, 1), ref.targets(0).flatten());
+  CHECK(loss.item<float>() == expected.item<float>());
+  loss.backward();
+  expected.backward();
+  auto a = with_targets->named_parameters(), b = with_logits->named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(ts::equal(a[i].second.grad(), b[i].second.grad()), a[i].first);
+  Tensor summed = with_targets->forward(ref.inputs(0), ref.targets(0), {.reduction = ts::Reduction::sum});
+  CHECK(summed.item<float>() == ts::cross_entropy((*with_logits)(ref.inputs(0)).flatten(0, 1), ref.targets(0).flatten(),
+                                                  {.reduction = ts::Reduction::sum}).item<float>());
+  CHECK(contains(error_of([&] { with_targets->forward(ref.inputs(0), ref.targets(0).flatten()); }),
+                 "GPT2: targets of shape [" + std::to_string(ref.targets(0).numel()) + "] for ids of shape"));
+}
+
 TEST_CASE("GPT2: greedy generation picks PyTorch's tokens, past block_size too") {
   const auto& ref = reference();
   for (DType dtype : {DType::f32, DType::f64}) {
