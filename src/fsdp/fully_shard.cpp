@@ -184,7 +184,10 @@ dist::ProcessGroup& process_group(nn::Module& root) { return detail::state_of(ro
 dist::ProcessGroup* replica_group(nn::Module& root) { return detail::state_of(root).replica_group(); }
 
 void reshard(nn::Module& root) {
-  for (auto& unit : detail::state_of(root).units()) unit->reshard();
+  for (auto& unit : detail::state_of(root).units()) {
+    unit->reshard();
+    unit->wait_for_host_reads();  // CPU offload: the caller is about to write the shards
+  }
 }
 
 }  // namespace tessera::fsdp

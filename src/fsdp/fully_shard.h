@@ -177,7 +177,9 @@ dist::ProcessGroup& process_group(nn::Module& root);
 dist::ProcessGroup* replica_group(nn::Module& root);
 // Frees every unit's gathered parameters, leaving each rank its shards (NO_SHARD keeps its
 // whole flat parameters, which are its shards): what a forward does after each unit, for
-// code that changed the shards behind the gathered copies (loading a checkpoint).
+// code that changes the shards behind the gathered copies (loading a checkpoint): call it
+// before writing them. With CPU offload it also waits until the device has read the host
+// shards (their copies to the device for the all-gathers do not wait).
 // ValueError when `root` is not sharded.
 void reshard(nn::Module& root);
 

@@ -197,16 +197,19 @@ Allocator& pinned_host_allocator() {
   // Page-locked through the CUDA runtime when there is a device to transfer to; otherwise
   // (a CPU-only build or machine) plain host memory under its own counters, so that code
   // and tests of pinned tensors (FSDP's CPU offload) run the same everywhere.
-  static HostAllocator pinned_allocator = [] {
+  // Never destroyed: freeing page-locked memory at static destruction would race the CUDA
+  // runtime's own teardown (the operating system reclaims it at exit).
+  static HostAllocator* pinned_allocator = [] {
 #if TESSERA_HAS_CUDA
     if (cuda::is_available()) {
-      return HostAllocator({"pinned host memory", [](size_t, size_t bytes) { return cuda::allocate_pinned_host(bytes); },
-                            cuda::free_pinned_host, false});
+      return new HostAllocator({"pinned host memory",
+                                [](size_t, size_t bytes) { return cuda::allocate_pinned_host(bytes); },
+                                cuda::free_pinned_host, false});
     }
 #endif
-    return HostAllocator({"pinned host memory", allocate_pageable, free_pageable, false});
+    return new HostAllocator({"pinned host memory", allocate_pageable, free_pageable, false});
   }();
-  return pinned_allocator;
+  return *pinned_allocator;
 }
 
 }  // namespace tessera
