@@ -275,7 +275,8 @@ TEST_CASE("fsdp on cuda with cpu offload: shards, gradients and optimizer state 
           " with; pinned: ", offloaded.pinned, " bytes (shards ", offloaded.shards, ")");
   CHECK(plain.pinned == 0);
   CHECK(offloaded.pinned == 4 * offloaded.shards);  // shards, gradient shards, Adam's two states
-  // The device no longer holds those four: at least three of them leave its peak (the
-  // offloaded run adds a transient copy of one unit's shard for its all-gather).
-  CHECK(plain.device_peak - offloaded.device_peak >= 3 * offloaded.shards);
+  // The device no longer holds those four: at least two of them leave its peak (the
+  // offloaded run adds a transient device copy of a shard for each all-gather, and fc1 is
+  // 97% of this network; with the CPU standing in the peak drops by 3.0 shards).
+  CHECK(plain.device_peak - offloaded.device_peak >= 2 * offloaded.shards);
 }
