@@ -18,10 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "command_line.h"
+#include "measure.h"
 #include "tessera/tessera.h"
 
 namespace ts = tessera;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::current_rss_bytes;
+using bench::peak_rss_bytes;
 
 namespace {
 
@@ -32,49 +36,28 @@ struct Options {
   bool causal = false;
 };
 
-[[noreturn]] void usage(const std::string& message) {
-  std::fprintf(stderr,
-               "attention_bench: %s\nusage: attention_bench [--batch B] [--heads H] [--seq T] [--dim D] "
-               "[--threads N] [--steps N] [--warmup N] [--causal]\n",
-               message.c_str());
-  std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: attention_bench [--batch B] [--heads H] [--seq T] [--dim D] [--threads N] [--steps N]\n"
+    "       [--warmup N] [--causal]\n";
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--batch") o.batch = std::stoll(value());
-    else if (flag == "--heads") o.heads = std::stoll(value());
-    else if (flag == "--seq") o.seq = std::stoll(value());
-    else if (flag == "--dim") o.dim = std::stoll(value());
-    else if (flag == "--threads") o.threads = std::stoi(value());
-    else if (flag == "--steps") o.steps = std::stoll(value());
-    else if (flag == "--warmup") o.warmup = std::stoll(value());
-    else if (flag == "--causal") o.causal = true;
-    else usage("unknown option '" + flag + "'");
+  example::CommandLine args("attention_bench", argc, argv, kUsage);
+  while (args.next()) {
+    if (args.flag() == "--batch") o.batch = args.number<int64_t>();
+    else if (args.flag() == "--heads") o.heads = args.number<int64_t>();
+    else if (args.flag() == "--seq") o.seq = args.number<int64_t>();
+    else if (args.flag() == "--dim") o.dim = args.number<int64_t>();
+    else if (args.flag() == "--threads") o.threads = args.number<int>();
+    else if (args.flag() == "--steps") o.steps = args.number<int64_t>();
+    else if (args.flag() == "--warmup") o.warmup = args.number<int64_t>();
+    else if (args.flag() == "--causal") o.causal = true;
+    else args.unknown();
   }
-  if (o.batch < 1 || o.heads < 1 || o.seq < 1 || o.dim < 1 || o.threads < 1 || o.steps < 1 || o.warmup < 0) {
-    usage("sizes and counts must be positive");
+  if (o.batch < 1 || o.heads < 1 || o.seq < 1 || o.dim < 1 || o.threads < 1 || o.steps < 1) {
+    args.error("sizes and counts must be positive");
   }
   return o;
-}
-
-int64_t current_rss_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages_total = 0, pages_resident = 0;
-  statm >> pages_total >> pages_resident;
-  return pages_resident * sysconf(_SC_PAGESIZE);
-}
-
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
 }  // namespace

@@ -18,8 +18,14 @@
 
 #include <tessera/tessera.h>
 
+#include "command_line.h"
+#include "measure.h"
+
 namespace ts = tessera;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::median;
+using bench::peak_rss_bytes;
+using bench::seconds_since;
 
 namespace {
 
@@ -33,48 +39,27 @@ struct Options {
   bool fsdp = false;
 };
 
-[[noreturn]] void usage(const std::string& message) {
-  std::fprintf(stderr,
-               "gpt2_train: %s\nusage: gpt2_train [--preset NAME] [--n-layer N] [--batch B] [--seq-len T] [--threads N]\n"
-               "                  [--steps N] [--warmup N] [--profile] [--fsdp]\n",
-               message.c_str());
-  std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: gpt2_train [--preset NAME] [--n-layer N] [--batch B] [--seq-len T] [--threads N]\n"
+    "                  [--steps N] [--warmup N] [--profile] [--fsdp]\n";
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--preset") o.preset = value();
-    else if (flag == "--n-layer") o.n_layer = std::stoll(value());
-    else if (flag == "--batch") o.batch = std::stoll(value());
-    else if (flag == "--seq-len") o.seq_len = std::stoll(value());
-    else if (flag == "--threads") o.threads = std::stoi(value());
-    else if (flag == "--steps") o.steps = std::stoll(value());
-    else if (flag == "--warmup") o.warmup = std::stoll(value());
-    else if (flag == "--profile") o.profile = true;
-    else if (flag == "--fsdp") o.fsdp = true;
-    else usage("unknown option '" + flag + "'");
+  example::CommandLine args("gpt2_train", argc, argv, kUsage);
+  while (args.next()) {
+    if (args.flag() == "--preset") o.preset = args.value();
+    else if (args.flag() == "--n-layer") o.n_layer = args.number<int64_t>();
+    else if (args.flag() == "--batch") o.batch = args.number<int64_t>();
+    else if (args.flag() == "--seq-len") o.seq_len = args.number<int64_t>();
+    else if (args.flag() == "--threads") o.threads = args.number<int>();
+    else if (args.flag() == "--steps") o.steps = args.number<int64_t>();
+    else if (args.flag() == "--warmup") o.warmup = args.number<int64_t>();
+    else if (args.flag() == "--profile") o.profile = true;
+    else if (args.flag() == "--fsdp") o.fsdp = true;
+    else args.unknown();
   }
-  if (o.batch < 1 || o.seq_len < 1 || o.threads < 1 || o.steps < 1 || o.warmup < 0) usage("counts must be positive");
+  if (o.batch < 1 || o.seq_len < 1 || o.threads < 1 || o.steps < 1) args.error("counts must be positive");
   return o;
-}
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "../examples/command_line.h"
+#include "../examples/main.h"
 #include "../examples/mnist_net.h"
 
 namespace ts = tessera;
@@ -35,42 +37,35 @@ struct Options {
   bool tf32 = false;
 };
 
-[[noreturn]] void usage(const std::string& message) {
-  std::cerr << "gpu_mnist_bench: " << message << "\n"
-            << "usage: gpu_mnist_bench [--batch-sizes 64,512] [--steps N] [--warmup N] [--device cuda|cpu]\n"
-            << "                       [--fsdp none|single|nccl] [--tf32]\n";
-  std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: gpu_mnist_bench [--batch-sizes 64,512] [--steps N] [--warmup N] [--device cuda|cpu]\n"
+    "                       [--fsdp none|single|nccl] [--tf32]\n";
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--batch-sizes") {
+  example::CommandLine args("gpu_mnist_bench", argc, argv, kUsage);
+  while (args.next()) {
+    if (args.flag() == "--batch-sizes") {
       o.batch_sizes.clear();
-      std::stringstream list(value());
+      std::stringstream list(args.value());
       for (std::string item; std::getline(list, item, ',');) o.batch_sizes.push_back(std::stoll(item));
-    } else if (flag == "--steps") {
-      o.steps = std::stoi(value());
-    } else if (flag == "--warmup") {
-      o.warmup = std::stoi(value());
-    } else if (flag == "--device") {
-      o.device = value();
-    } else if (flag == "--fsdp") {
-      o.fsdp = value();
-    } else if (flag == "--tf32") {
+    } else if (args.flag() == "--steps") {
+      o.steps = args.number<int>();
+    } else if (args.flag() == "--warmup") {
+      o.warmup = args.number<int>();
+    } else if (args.flag() == "--device") {
+      o.device = args.value();
+    } else if (args.flag() == "--fsdp") {
+      o.fsdp = args.value();
+    } else if (args.flag() == "--tf32") {
       o.tf32 = true;
     } else {
-      usage("unknown option '" + flag + "'");
+      args.unknown();
     }
   }
-  if (o.device != "cuda" && o.device != "cpu") usage("--device must be cuda or cpu");
-  if (o.fsdp != "none" && o.fsdp != "single" && o.fsdp != "nccl") usage("--fsdp must be none, single or nccl");
-  if (o.steps < 1 || o.warmup < 0 || o.batch_sizes.empty()) usage("need --steps >= 1, --warmup >= 0, batch sizes");
+  if (o.device != "cuda" && o.device != "cpu") args.error("--device must be cuda or cpu");
+  if (o.fsdp != "none" && o.fsdp != "single" && o.fsdp != "nccl") args.error("--fsdp must be none, single or nccl");
+  if (o.steps < 1 || o.batch_sizes.empty()) args.error("need --steps >= 1 and batch sizes");
   return o;
 }
 
@@ -132,11 +127,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const ts::Error& error) {
-    std::fprintf(stderr, "gpu_mnist_bench: error: %s\n", error.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return example::main_reporting_errors("gpu_mnist_bench", argc, argv, run); }

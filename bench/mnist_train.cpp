@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "command_line.h"
+#include "measure.h"
 #include "mnist_net.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
@@ -32,7 +34,10 @@
 #include "tessera/tensor/cpu_capability.h"
 
 namespace ts = tessera;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::current_rss_bytes;
+using bench::peak_rss_bytes;
+using bench::seconds_since;
 
 namespace {
 
@@ -47,49 +52,26 @@ struct Options {
   bool fsdp = false;
 };
 
-[[noreturn]] void usage(const std::string& message) {
-  std::fprintf(stderr,
-               "mnist_train: %s\nusage: mnist_train [--batch N] [--threads N] [--steps N] [--warmup N]\n"
-               "                   [--momentum X] [--gemm-seconds X] [--profile] [--fsdp]\n",
-               message.c_str());
-  std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: mnist_train [--batch N] [--threads N] [--steps N] [--warmup N]\n"
+    "                   [--momentum X] [--gemm-seconds X] [--profile] [--fsdp]\n";
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--batch") o.batch = std::stoll(value());
-    else if (flag == "--threads") o.threads = std::stoi(value());
-    else if (flag == "--steps") o.steps = std::stoll(value());
-    else if (flag == "--warmup") o.warmup = std::stoll(value());
-    else if (flag == "--momentum") o.momentum = std::stod(value());
-    else if (flag == "--gemm-seconds") o.gemm_seconds = std::stod(value());
-    else if (flag == "--profile") o.profile = true;
-    else if (flag == "--fsdp") o.fsdp = true;
-    else usage("unknown option '" + flag + "'");
+  example::CommandLine args("mnist_train", argc, argv, kUsage);
+  while (args.next()) {
+    if (args.flag() == "--batch") o.batch = args.number<int64_t>();
+    else if (args.flag() == "--threads") o.threads = args.number<int>();
+    else if (args.flag() == "--steps") o.steps = args.number<int64_t>();
+    else if (args.flag() == "--warmup") o.warmup = args.number<int64_t>();
+    else if (args.flag() == "--momentum") o.momentum = args.number<double>();
+    else if (args.flag() == "--gemm-seconds") o.gemm_seconds = args.number<double>();
+    else if (args.flag() == "--profile") o.profile = true;
+    else if (args.flag() == "--fsdp") o.fsdp = true;
+    else args.unknown();
   }
-  if (o.batch < 1 || o.threads < 1 || o.steps < 1 || o.warmup < 0) usage("counts must be positive");
+  if (o.batch < 1 || o.threads < 1 || o.steps < 1) args.error("counts must be positive");
   return o;
-}
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-int64_t current_rss_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages_total = 0, pages_resident = 0;
-  statm >> pages_total >> pages_resident;
-  return pages_resident * sysconf(_SC_PAGESIZE);
-}
-
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
 // The best fp32 GEMM rate (GFLOP/s) of ts::matmul on size x size matrices.

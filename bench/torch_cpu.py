@@ -5,7 +5,7 @@ Debian 12's PyTorch 1.13 calls Debian's OpenBLAS (libopenblas0-pthread, 0.3.21) 
 folder is first on LD_LIBRARY_PATH. That OpenBLAS picks its kernels from cpuid and, on a
 CPU it does not know, falls back to older ones: on some Sapphire Rapids-class Xeons (as a
 hypervisor reports them) generic Prescott kernels at 58 GFLOP/s instead of 200+, and
-AMD Zen 4 gets its AVX2 Zen kernels. So the launcher probes which core OpenBLAS chose and,
+AMD Zen 4 may get AVX2 Zen kernels. So the launcher probes which core OpenBLAS chose and,
 when this CPU supports better kernels than those, sets OPENBLAS_CORETYPE to them and checks
 that OpenBLAS took them. ATen keeps its own choice of CPU kernels (what users get; on the
 machines measured, ATEN_CPU_CAPABILITY=avx512 instead of PyTorch's AVX2 moved the MNIST
@@ -34,7 +34,14 @@ OPENBLAS_LIBRARY = os.path.join(OPENBLAS_DIR, "libopenblas.so.0")
 
 # OpenBLAS cores by how much of an x86-64 CPU their float32 GEMM kernels use (Cooperlake
 # and Sapphire Rapids add bfloat16 kernels to SkylakeX's; Zen runs Haswell's): the best
-# core whose instructions this CPU has is the one to run.
+# core whose instructions this CPU has is the one to run. By the instructions, not the
+# vendor: AMD Zen 4 (EPYC 9004, AVX-512 with BF16) gets Cooperlake, as later OpenBLAS
+# releases pick for it by themselves (driver/others/dynamic.c, AMD family 19h: AVX512-BF16
+# -> COOPERLAKE, AVX-512 -> SKYLAKEX, else ZEN; where this OpenBLAS picks ZEN, i.e. AVX2
+# kernels, the launcher asks for COOPERLAKE); Zen 2/3, and a Zen 4 whose hypervisor hides
+# AVX-512, keep OpenBLAS's own ZEN. Zen 4 runs 512-bit instructions as two 256-bit halves,
+# but with the same FMA throughput the AVX-512 kernels issue half the instructions and have
+# 32 registers for their tiles; OpenBLAS's maintainers chose them, not measured here.
 _CORES = [  # (OPENBLAS_CORETYPE, rank, cpuinfo flags it needs), best first
     ("COOPERLAKE", 3, {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx512_bf16"}),
     ("SKYLAKEX", 3, {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"}),
@@ -49,18 +56,22 @@ def cpu_model():
     return _cpuinfo_field("model name") or "unknown CPU"
 
 
-def cpu_flags():
-    return set((_cpuinfo_field("flags") or "").split())
+def cpu_flags(cpuinfo=None):
+    """The instruction-set flags of /proc/cpuinfo (or of the text `cpuinfo`)."""
+    return set((_cpuinfo_field("flags", cpuinfo) or "").split())
 
 
-def _cpuinfo_field(name):
+def _cpuinfo_field(name, cpuinfo=None):
+    """The first `name : value` of /proc/cpuinfo (or of the text `cpuinfo`)."""
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(name):
-                    return line.split(":", 1)[1].strip()
+        if cpuinfo is None:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
     except OSError:
-        pass
+        return None
+    for line in cpuinfo.splitlines():
+        if line.startswith(name):
+            return line.split(":", 1)[1].strip()
     return None
 
 
@@ -82,19 +93,28 @@ def probe_openblas(coretype=None):
     return json.loads(result.stdout)
 
 
+def better_coretype(detected, flags, takes=lambda coretype: True):
+    """The OPENBLAS_CORETYPE to run instead of `detected` (the core OpenBLAS picked by itself,
+    as openblas_get_corename names it) on a CPU with these cpuinfo flags, or None when
+    `detected` is already as good; takes(coretype) says whether this OpenBLAS runs that core
+    when asked (a build may lack it)."""
+    detected_rank = _RANK_OF_NAME.get(detected.lower(), 0)
+    for coretype, rank, needs in _CORES:
+        if rank <= detected_rank:
+            break
+        if needs <= flags and takes(coretype):
+            return coretype
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def openblas_choice():
     """What OpenBLAS picks by itself, and the OPENBLAS_CORETYPE to run it with instead (None
     when its own pick is already the best this CPU supports)."""
     detected = probe_openblas()["core"]
-    detected_rank = _RANK_OF_NAME.get(detected.lower(), 0)
-    flags = cpu_flags()
-    for coretype, rank, needs in _CORES:
-        if rank <= detected_rank:
-            break
-        if needs <= flags and probe_openblas(coretype)["core"].lower() == coretype.lower():
-            return {"detected": detected, "coretype": coretype}
-    return {"detected": detected, "coretype": None}
+    coretype = better_coretype(detected, cpu_flags(),
+                               lambda name: probe_openblas(name)["core"].lower() == name.lower())
+    return {"detected": detected, "coretype": coretype}
 
 
 def environment(threads, base=None):

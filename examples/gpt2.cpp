@@ -29,6 +29,7 @@
 
 #include "command_line.h"
 #include "distributed.h"
+#include "main.h"
 #include "printer.h"
 
 namespace ts = tessera;
@@ -733,13 +734,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // Bad input (a missing or corrupt file, say) ends the program with its message and a
-  // non-zero status; under mpirun the other ranks are then ended too.
-  try {
-    return run(argc, argv);
-  } catch (const ts::Error& error) {
-    std::fprintf(stderr, "gpt2: error: %s\n", error.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return example::main_reporting_errors("gpt2", argc, argv, run); }

@@ -26,6 +26,7 @@
 #include "distributed.h"
 #include "finite_loss.h"
 #include "initial_weights.h"
+#include "main.h"
 #include "printer.h"
 #include "tessera/dist/dist.h"
 #include "tessera/fsdp/fsdp.h"
@@ -428,13 +429,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // Bad input (a missing or corrupt file, say) ends the program with its message and a
-  // non-zero status; under mpirun the other ranks are then ended too.
-  try {
-    return run(argc, argv);
-  } catch (const ts::Error& error) {
-    std::fprintf(stderr, "mnist: error: %s\n", error.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return example::main_reporting_errors("mnist", argc, argv, run); }

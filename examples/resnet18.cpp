@@ -31,6 +31,7 @@
 #include "command_line.h"
 #include "finite_loss.h"
 #include "initial_weights.h"
+#include "main.h"
 #include "printer.h"
 
 namespace ts = tessera;
@@ -320,13 +321,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // Bad input (a missing folder, a corrupt image) ends the program with its message and a
-  // non-zero status; under mpirun the other ranks are then ended too.
-  try {
-    return run(argc, argv);
-  } catch (const ts::Error& error) {
-    std::fprintf(stderr, "resnet18: error: %s\n", error.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return example::main_reporting_errors("resnet18", argc, argv, run); }

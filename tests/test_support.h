@@ -1,13 +1,16 @@
 // Helpers every suite uses: whether a text contains a phrase, the message of the error an
-// action throws, and how far a result is from its reference.
+// action throws, how far a result is from its reference, and random image batches.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tessera/tensor/error.h"
+#include "tessera/tensor/factory.h"
 #include "tessera/tensor/tensor.h"
 
 namespace test_support {
@@ -34,6 +37,25 @@ inline double relative_difference(const tessera::Tensor& a, const tessera::Tenso
   const tessera::Tensor reference = b.to(tessera::DType::f64);
   const double norm = std::sqrt((reference * reference).sum().item<double>());
   return std::sqrt((diff * diff).sum().item<double>()) / std::max(norm, 1e-300);
+}
+
+// `count` batches of a classification task: images [rows, image...] (randn, `dtype`) and
+// labels in [0, classes) (int64), drawn batch by batch, images first, from Generator(seed).
+struct ImageBatches {
+  std::vector<tessera::Tensor> images, labels;
+};
+
+inline ImageBatches random_image_batches(uint64_t seed, int count, int64_t rows, const tessera::Shape& image,
+                                         int64_t classes, tessera::DType dtype = tessera::DType::f32) {
+  tessera::Generator gen(seed);
+  tessera::Shape shape{rows};
+  shape.insert(shape.end(), image.begin(), image.end());
+  ImageBatches batches;
+  for (int i = 0; i < count; ++i) {
+    batches.images.push_back(tessera::randn(shape, gen, {.dtype = dtype}));
+    batches.labels.push_back(tessera::randint(0, classes, {rows}, gen));
+  }
+  return batches;
 }
 
 }  // namespace test_support

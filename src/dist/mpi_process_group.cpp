@@ -171,23 +171,44 @@ std::shared_ptr<Work> MpiProcessGroup::start(CollectiveCall call) {
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::start_duplicate(CollectiveCall call, std::string name,
                                                                const GroupOptions& options) {
+  const std::string work_group = name;  // the work is named after the new group
+  return start_new_group(std::move(call), work_group, std::move(name), options, [this] {
+    MPI_Comm copy = MPI_COMM_NULL;
+    TS_MPI_CHECK(MPI_Comm_dup(communicator_, &copy));
+    return copy;
+  });
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::start_split(CollectiveCall call, int color, std::string name,
+                                                           const GroupOptions& options) {
+  return start_new_group(std::move(call), this->name(), std::move(name), options, [this, color] {
+    MPI_Comm part = MPI_COMM_NULL;
+    TS_MPI_CHECK(MPI_Comm_split(communicator_, color, rank(), &part));
+    return part;
+  });
+}
+
+std::shared_ptr<ProcessGroup> MpiProcessGroup::start_new_group(CollectiveCall call, const std::string& work_group,
+                                                               std::string name, const GroupOptions& options,
+                                                               std::function<MPI_Comm()> communicator) {
   before_issue(call);
   CallFingerprint fingerprint = fingerprint_of(call);
-  auto work = new_work(fingerprint, name);
+  auto work = new_work(fingerprint, work_group);
   auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
   bool debug_checks = *options.debug_checks;
   std::chrono::milliseconds timeout = *options.timeout;
   bool force_host_staging = options.force_host_staging;
-  submit(fingerprint, work, [this, made, name = std::move(name), debug_checks, timeout, force_host_staging] {
-    MPI_Comm copy = MPI_COMM_NULL;
-    TS_MPI_CHECK(MPI_Comm_dup(communicator_, &copy));
-    try {
-      *made = create(runtime_, copy, name, debug_checks, timeout, force_host_staging);
-    } catch (...) {
-      MPI_Comm_free(&copy);
-      throw;
-    }
-  });
+  submit(fingerprint, work,
+         [this, made, communicator = std::move(communicator), name = std::move(name), debug_checks, timeout,
+          force_host_staging] {
+           MPI_Comm made_communicator = communicator();
+           try {
+             *made = create(runtime_, made_communicator, name, debug_checks, timeout, force_host_staging);
+           } catch (...) {
+             MPI_Comm_free(&made_communicator);
+             throw;
+           }
+         });
   work->wait();
   return *made;
 }
@@ -207,29 +228,6 @@ std::shared_ptr<PendingWork> MpiProcessGroup::new_work(const CallFingerprint& fi
   }
   return std::make_shared<PendingWork>(detail::concat(describe(fingerprint), " on group '", group_name, "'"),
                                        std::move(waits));
-}
-
-std::shared_ptr<ProcessGroup> MpiProcessGroup::start_split(CollectiveCall call, int color, std::string name,
-                                                           const GroupOptions& options) {
-  before_issue(call);
-  CallFingerprint fingerprint = fingerprint_of(call);
-  auto work = new_work(fingerprint, this->name());
-  auto made = std::make_shared<std::shared_ptr<ProcessGroup>>();
-  bool debug_checks = *options.debug_checks;
-  std::chrono::milliseconds timeout = *options.timeout;
-  bool force_host_staging = options.force_host_staging;
-  submit(fingerprint, work, [this, made, color, name = std::move(name), debug_checks, timeout, force_host_staging] {
-    MPI_Comm part = MPI_COMM_NULL;
-    TS_MPI_CHECK(MPI_Comm_split(communicator_, color, rank(), &part));
-    try {
-      *made = create(runtime_, part, name, debug_checks, timeout, force_host_staging);
-    } catch (...) {
-      MPI_Comm_free(&part);
-      throw;
-    }
-  });
-  work->wait();
-  return *made;
 }
 
 void MpiProcessGroup::submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work,

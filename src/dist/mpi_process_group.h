@@ -68,6 +68,11 @@ class MpiProcessGroup final : public ProcessGroup {
   // Tells the exit watch and the watchdog, on the issuing thread; the exit watch may refuse the call.
   void before_issue(const CollectiveCall& call);
   std::shared_ptr<PendingWork> new_work(const CallFingerprint& fingerprint, const std::string& group_name) const;
+  // duplicate() and split(): `communicator()` (MPI_Comm_dup or MPI_Comm_split of this group's)
+  // run on the communication thread as a collective call, its work named after
+  // `work_group`; the result becomes the group `name` with `options`.
+  std::shared_ptr<ProcessGroup> start_new_group(CollectiveCall call, const std::string& work_group, std::string name,
+                                                const GroupOptions& options, std::function<MPI_Comm()> communicator);
   // Queues `body` behind the debug check; its outcome finishes `work`.
   void submit(const CallFingerprint& fingerprint, std::shared_ptr<PendingWork> work, std::function<void()> body);
   // On the communication thread:

@@ -1,8 +1,10 @@
-// Activation layers of torch.nn beyond ReLU (layers.h): GELU and Softmax; and Identity.
+// Activation layers of torch.nn beyond ReLU (layers.h): GELU, Softmax and LogSoftmax; and
+// Identity.
 //
 //   ts::nn::GELU gelu;                                   // exact: x * Phi(x)
 //   ts::nn::GELU gelu_tanh(ts::GeluApproximate::tanh);   // or GELU("tanh"), as GPT-2 uses
 //   ts::nn::Softmax softmax(-1);
+//   ts::nn::LogSoftmax log_softmax(1);
 //   ts::nn::Identity skip;                               // returns its input
 #pragma once
 
@@ -26,14 +28,28 @@ class GELU : public Module {
   GeluApproximate approximate_;
 };
 
-class Softmax : public Module {
+// The base of Softmax and LogSoftmax: a normalisation along one dim, printed "dim=N" as
+// PyTorch prints them.
+class AlongDim : public Module {
  public:
-  explicit Softmax(int64_t dim) : dim_(dim) {}
-  Tensor forward(Tensor input) override { return softmax(input, dim_); }
+  int64_t dim() const { return dim_; }
   std::string extra_repr() const override;
 
- private:
+ protected:
+  explicit AlongDim(int64_t dim) : dim_(dim) {}
   int64_t dim_;
+};
+
+class Softmax : public AlongDim {
+ public:
+  explicit Softmax(int64_t dim) : AlongDim(dim) {}
+  Tensor forward(Tensor input) override { return softmax(input, dim_); }
+};
+
+class LogSoftmax : public AlongDim {
+ public:
+  explicit LogSoftmax(int64_t dim) : AlongDim(dim) {}
+  Tensor forward(Tensor input) override { return log_softmax(input, dim_); }
 };
 
 // Returns its input unchanged (the same tensor), as torch.nn.Identity: a placeholder where

@@ -177,8 +177,6 @@ std::string BatchNorm2d::extra_repr() const {
 
 std::string Flatten::extra_repr() const { return detail::concat("start_dim=", start_dim_, ", end_dim=", end_dim_); }
 
-std::string LogSoftmax::extra_repr() const { return detail::concat("dim=", dim_); }
-
 Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
   TS_CHECK(module != nullptr, ValueError, "Sequential: cannot add a null module");
   modules_.push_back(std::move(module));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessera/autograd/functions.h"
+#include "tessera/nn/activation.h"  // LogSoftmax, which lived here
 #include "tessera/nn/module.h"
 #include "tessera/tensor/size2.h"
 
@@ -159,16 +160,6 @@ class Flatten : public Module {
 
  private:
   int64_t start_dim_, end_dim_;
-};
-
-class LogSoftmax : public Module {
- public:
-  explicit LogSoftmax(int64_t dim) : dim_(dim) {}
-  Tensor forward(Tensor input) override { return log_softmax(input, dim_); }
-  std::string extra_repr() const override;
-
- private:
-  int64_t dim_;
 };
 
 // Runs its modules in order; they are named "0", "1", ... as in PyTorch.

@@ -7,17 +7,11 @@
 #include <numbers>
 
 #include "tessera/tensor/error.h"
-#include "tessera/tensor/factory.h"
 
 namespace tessera::optim {
 namespace {
 
 constexpr double kPi = std::numbers::pi;  // math.pi
-
-void check(int64_t T_max, double eta_min, const std::string& where) {
-  TS_CHECK(T_max > 0, ValueError, where, ": T_max must be positive, got ", T_max);
-  TS_CHECK(std::isfinite(eta_min) && eta_min >= 0.0, ValueError, where, ": invalid eta_min ", eta_min);
-}
 
 // Python's a % b for b > 0: never negative.
 int64_t python_modulo(int64_t a, int64_t b) { return ((a % b) + b) % b; }
@@ -26,8 +20,12 @@ int64_t python_modulo(int64_t a, int64_t b) { return ((a % b) + b) % b; }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min, int64_t last_epoch)
     : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
-  check(T_max, eta_min, "CosineAnnealingLR");
-  start(last_epoch);
+  start(last_epoch, {{"T_max", &T_max_}, {"eta_min", &eta_min_}});
+}
+
+void CosineAnnealingLR::check_settings(const std::string& where) const {
+  TS_CHECK(T_max_ > 0, ValueError, where, ": T_max must be positive, got ", T_max_);
+  TS_CHECK(std::isfinite(eta_min_) && eta_min_ >= 0.0, ValueError, where, ": invalid eta_min ", eta_min_);
 }
 
 std::vector<double> CosineAnnealingLR::get_lr() const {
@@ -61,22 +59,6 @@ std::vector<double> CosineAnnealingLR::closed_form_lr() const {
     lrs.push_back(eta_min_ + (base_lr - eta_min_) * (1.0 + std::cos(kPi * epoch / static_cast<double>(T_max_))) / 2.0);
   }
   return lrs;
-}
-
-StateDict CosineAnnealingLR::settings() const {
-  StateDict out;
-  out.insert("T_max", full({}, static_cast<double>(T_max_), {.dtype = DType::i64}));
-  out.insert("eta_min", full({}, eta_min_, {.dtype = DType::f64}));
-  return out;
-}
-
-void CosineAnnealingLR::load_settings(const StateDict& settings) {
-  const std::string where = "CosineAnnealingLR.load_state_dict";
-  const int64_t T_max = integer_at(settings, "T_max", where);
-  const double eta_min = number_at(settings, "eta_min", where);
-  check(T_max, eta_min, where);
-  T_max_ = T_max;
-  eta_min_ = eta_min;
 }
 
 }  // namespace tessera::optim

@@ -27,8 +27,6 @@ class LambdaLR final : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() const override;
-  StateDict settings() const override { return {}; }
-  void load_settings(const StateDict&) override {}
 
  private:
   std::vector<Lambda> lr_lambdas_;

@@ -31,8 +31,10 @@ std::vector<double> doubles_at(const StateDict& state, const std::string& key, s
 
 }  // namespace
 
-void LRScheduler::start(int64_t last_epoch) {
+void LRScheduler::start(int64_t last_epoch, std::vector<Setting> settings) {
   const std::string where = type_name();
+  settings_ = std::move(settings);
+  check_settings(where);
   TS_CHECK(last_epoch >= -1, ValueError, where, ": last_epoch must be -1 (a new schedule) or an epoch, got ",
            last_epoch);
   const size_t groups = optimizer_.param_group_count();
@@ -81,7 +83,7 @@ std::vector<double> LRScheduler::current_lrs() const {
 }
 
 StateDict LRScheduler::state_dict() const {
-  StateDict out = settings();
+  StateDict out = settings_dict();
   out.insert("base_lrs", doubles_tensor(base_lrs_));
   out.insert("last_epoch", integer_tensor(last_epoch_));
   out.insert("_step_count", integer_tensor(step_count_));
@@ -102,16 +104,54 @@ void LRScheduler::load_state_dict(const StateDict& state) {
   const int64_t step_count = integer_at(state, "_step_count", where);
   TS_CHECK(last_epoch >= -1 && step_count >= 0, ValueError, where, ": last_epoch ", last_epoch, " and _step_count ",
            step_count, " are out of range");
-  StateDict own;
-  for (const auto& [key, value] : settings()) {
-    TS_CHECK(state.contains(key), ValueError, where, ": missing key '", key, "'");
-    own.insert(key, state.at(key));
-  }
-  load_settings(own);  // checks before it changes anything; the rest cannot fail
+  load_settings(state, where);  // leaves the settings as they were when it throws; the rest cannot fail
   base_lrs_ = std::move(base_lrs);
   last_lr_ = std::move(last_lr);
   last_epoch_ = last_epoch;
   step_count_ = step_count;
+}
+
+StateDict LRScheduler::settings_dict() const {
+  StateDict out;
+  for (const Setting& setting : settings_) {
+    if (const auto* integer = std::get_if<int64_t*>(&setting.member)) {
+      out.insert(setting.name, integer_tensor(**integer));
+    } else {
+      out.insert(setting.name, full({}, *std::get<double*>(setting.member), {.dtype = DType::f64}));
+    }
+  }
+  return out;
+}
+
+void LRScheduler::load_settings(const StateDict& state, const std::string& where) {
+  using Value = std::variant<int64_t, double>;
+  const auto read = [](const Setting& setting) -> Value {
+    if (const auto* integer = std::get_if<int64_t*>(&setting.member)) return **integer;
+    return *std::get<double*>(setting.member);
+  };
+  const auto write = [](const Setting& setting, const Value& value) {
+    if (const auto* integer = std::get_if<int64_t*>(&setting.member)) {
+      **integer = std::get<int64_t>(value);
+    } else {
+      *std::get<double*>(setting.member) = std::get<double>(value);
+    }
+  };
+  std::vector<Value> loaded, previous;
+  for (const Setting& setting : settings_) {
+    previous.push_back(read(setting));
+    if (std::holds_alternative<int64_t*>(setting.member)) {
+      loaded.emplace_back(integer_at(state, setting.name, where));
+    } else {
+      loaded.emplace_back(number_at(state, setting.name, where));
+    }
+  }
+  for (size_t i = 0; i < settings_.size(); ++i) write(settings_[i], loaded[i]);
+  try {
+    check_settings(where);
+  } catch (...) {
+    for (size_t i = 0; i < settings_.size(); ++i) write(settings_[i], previous[i]);
+    throw;
+  }
 }
 
 int64_t LRScheduler::integer_at(const StateDict& state, const std::string& key, const std::string& where) {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tessera/optim/optimizer.h"
@@ -57,27 +58,33 @@ class LRScheduler {
   virtual std::string type_name() const = 0;
 
  protected:
+  // One of a scheduler's own settings under PyTorch's name (state_dict's first entries):
+  // an int64 or a double member of the derived scheduler, saved as such.
+  struct Setting {
+    std::string name;
+    std::variant<int64_t*, double*> member;
+  };
+
   // The optimizer must outlive the scheduler. A derived constructor sets its own fields,
-  // then calls start().
+  // then calls start() with its settings.
   explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
-  // PyTorch's _LRScheduler.__init__ from "Initialize epoch and base learning rates" on,
-  // ending with the initial step.
-  void start(int64_t last_epoch);
+  // Checks the settings (check_settings), then PyTorch's _LRScheduler.__init__ from
+  // "Initialize epoch and base learning rates" on, ending with the initial step.
+  void start(int64_t last_epoch, std::vector<Setting> settings = {});
 
   // PyTorch's get_lr: the chainable form, usually from the optimizer's current rates.
   virtual std::vector<double> get_lr() const = 0;
   // PyTorch's _get_closed_form_lr, which step(epoch) uses; get_lr() where it has none.
   virtual std::vector<double> closed_form_lr() const { return get_lr(); }
-  // The scheduler's own settings under PyTorch's names (state_dict's first entries), and
-  // their check and assignment on loading (throwing before changing anything).
-  virtual StateDict settings() const = 0;
-  virtual void load_settings(const StateDict& settings) = 0;
+  // ValueError, prefixed by `where`, for settings out of range: on construction and on
+  // load_state_dict (which then restores the previous ones).
+  virtual void check_settings(const std::string& where) const { (void)where; }
 
   // The optimizer's rates now, one per group.
   std::vector<double> current_lrs() const;
   int64_t step_count() const { return step_count_; }
 
-  // Readers for load_settings: a one-value tensor under `key` as an integer or a double.
+  // Readers of a state dict: a one-value tensor under `key` as an integer or a double.
   static int64_t integer_at(const StateDict& state, const std::string& key, const std::string& where);
   static double number_at(const StateDict& state, const std::string& key, const std::string& where);
 
@@ -88,8 +95,12 @@ class LRScheduler {
   void step_to(int64_t epoch);
   void initial_step();
   void apply(const std::vector<double>& lrs);
+  // The settings' entries of state_dict(), and their loading from `state`.
+  StateDict settings_dict() const;
+  void load_settings(const StateDict& state, const std::string& where);
 
   Optimizer& optimizer_;
+  std::vector<Setting> settings_;
   std::vector<double> base_lrs_;
   int64_t last_epoch_ = -1;
   int64_t step_count_ = 0;

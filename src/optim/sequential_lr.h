@@ -33,8 +33,6 @@ class SequentialLR final : public LRScheduler {
  protected:
   // SequentialLR computes no rates itself: its schedulers do.
   std::vector<double> get_lr() const override { return current_lrs(); }
-  StateDict settings() const override { return {}; }
-  void load_settings(const StateDict&) override {}
 
  private:
   std::vector<std::reference_wrapper<LRScheduler>> schedulers_;

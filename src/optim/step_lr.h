@@ -27,8 +27,7 @@ class StepLR final : public LRScheduler {
  protected:
   std::vector<double> get_lr() const override;
   std::vector<double> closed_form_lr() const override;
-  StateDict settings() const override;
-  void load_settings(const StateDict& settings) override;
+  void check_settings(const std::string& where) const override;
 
  private:
   int64_t step_size_;

@@ -82,9 +82,13 @@ inline AttentionGeometry check_attention_operands(const Tensor& q, const Tensor&
   return g;
 }
 
-inline void check_attention_backward_operands(const Tensor& grad_output, const Tensor& output,
-                                              const Tensor& logsumexp, const AttentionGeometry& g, const Tensor& q,
-                                              const char* op) {
+// The backward's operands: those of the forward, then the gradient and what the forward
+// returned (output, logsumexp) on q's device, of its dtype and shapes.
+inline AttentionGeometry check_attention_backward_operands(const Tensor& grad_output, const Tensor& q, const Tensor& k,
+                                                           const Tensor& v, const Tensor& output,
+                                                           const Tensor& logsumexp, const AttentionOptions& options,
+                                                           const char* op) {
+  const AttentionGeometry g = check_attention_operands(q, k, v, options, op);
   check_defined(grad_output, op, "gradient");
   check_defined(output, op, "output");
   check_defined(logsumexp, op, "logsumexp");
@@ -97,6 +101,7 @@ inline void check_attention_backward_operands(const Tensor& grad_output, const T
            ShapeError, op, ": expected gradient and output ", shape_str(g.output_shape()), " and logsumexp ",
            shape_str(g.logsumexp_shape()), ", got ", shape_str(grad_output.sizes()), ", ",
            shape_str(output.sizes()), " and ", shape_str(logsumexp.sizes()));
+  return g;
 }
 
 }  // namespace tessera::native

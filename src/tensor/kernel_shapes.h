@@ -15,6 +15,9 @@
 
 namespace tessera::native {
 
+// contiguous(t), or an undefined tensor for an undefined t (an optional weight or bias).
+inline Tensor contiguous_if_defined(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }
+
 // ---- Element-wise ----
 
 // Comparisons and logical ops: their result is bool, and they have no in-place form.
@@ -475,28 +478,39 @@ inline void check_index_tensor(const Tensor& index, const Tensor& self, const ch
            " of shape ", shape_str(index.sizes()));
 }
 
-// index_select: `index` 1-D (or 0-d), picking along `dim`. Returns the output shape.
-inline Shape index_select_shape(const Tensor& self, int64_t dim, const Tensor& index, const char* op) {
+// index_select and index_add_ along `dim` of `self`, addressed as [outer, size, inner]
+// (AxisLayout), `index` picking positions in `size`; out_shape is index_select's output.
+struct IndexGeometry {
+  Shape out_shape;
+  AxisLayout layout;
+  int64_t dim = 0;  // wrapped
+};
+
+// index_select: `index` 1-D (or 0-d), picking along `dim`.
+inline IndexGeometry index_select_geometry(const Tensor& self, int64_t dim, const Tensor& index, const char* op) {
   check_defined(self, op);
   check_index_tensor(index, self, op);
   TS_CHECK(self.dim() >= 1, ShapeError, op, ": expected a tensor of at least 1 dimension, got shape ",
            shape_str(self.sizes()));
   TS_CHECK(index.dim() <= 1, ShapeError, op, ": index must be 1-D, got shape ", shape_str(index.sizes()));
-  Shape out = self.sizes();
-  out[wrap_dim(dim, self.dim(), op)] = index.numel();
-  return out;
+  IndexGeometry g{.out_shape = self.sizes(),
+                  .layout = axis_layout(self.sizes(), dim, op),
+                  .dim = wrap_dim(dim, self.dim(), op)};
+  g.out_shape[g.dim] = index.numel();
+  return g;
 }
 
 // index_add_: self[.., index[k], ..] += source[.., k, ..] along `dim`.
-inline void check_index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+inline IndexGeometry check_index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
   const char* op = "index_add";
-  Shape expected = index_select_shape(self, dim, index, op);
+  IndexGeometry g = index_select_geometry(self, dim, index, op);
   check_defined(source, op, "source");
   check_same_device(self, source, op);
   check_same_dtype(self, source, op);
-  TS_CHECK(source.sizes() == expected, ShapeError, op, ": source of shape ", shape_str(source.sizes()),
+  TS_CHECK(source.sizes() == g.out_shape, ShapeError, op, ": source of shape ", shape_str(source.sizes()),
            " does not match self of shape ", shape_str(self.sizes()), " indexed by ", index.numel(),
-           " positions along dim ", wrap_dim(dim, self.dim(), op), " (expected ", shape_str(expected), ")");
+           " positions along dim ", g.dim, " (expected ", shape_str(g.out_shape), ")");
+  return g;
 }
 
 // gather and scatter_add: `index` has self's number of dims and, off `dim`, sizes no larger

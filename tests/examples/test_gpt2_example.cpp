@@ -4,29 +4,17 @@
 // Face's names that --init reads back, greedy sampling, clear errors for bad files, and
 // --resume continuing bit for bit. Under mpirun -np 2 (suite dist) the losses of a float64
 // run equal the one-rank run's and a greedy sample is the same.
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <sstream>
-#include <tessera/tessera.h>
 
-#include "../data/data_test_support.h"
-#include "run_program.h"
-#include "test_support.h"
+#include "example_test.h"
 
-namespace ts = tessera;
-namespace json = tessera::io::json;
-using data_test::Bytes;
-using data_test::TempDir;
-
-using test_support::contains;
 using test_support::program_from_env;
 using test_support::run_program;
-using Run = test_support::ProgramRun;
 
 namespace {
 
-Run run_example(const std::string& arguments) { return run_program(program_from_env("GPT2_EXAMPLE") + " " + arguments); }
+Run run_example(const std::string& arguments) { return example_test::run_program_of("GPT2_EXAMPLE", arguments); }
 
 // Tokens 100, 101, ..., 131, 100, ...: a cycle of 32 the model learns within a few steps.
 void write_cycle(const std::filesystem::path& file, size_t tokens) {
@@ -202,9 +190,7 @@ TEST_CASE("--resume continues a run bit for bit; a different batch size is refus
   CHECK(events(full.out, "checkpoint").size() == 2);  // steps 4 and 8
 
   // Stopped after step 4: point latest there and resume.
-  ts::io::AtomicFile pointer(checkpoints + "/latest");
-  pointer.write("step-00000004\n", 14);
-  pointer.commit();
+  example_test::point_latest_at(checkpoints, "step-00000004");
   Run resumed = run_example(common + " --resume");
   INFO(resumed.err);
   REQUIRE(resumed.status == 0);

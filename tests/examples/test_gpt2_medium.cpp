@@ -5,23 +5,13 @@
 // mpirun -np 4 trains it (a quarter of the state per rank) within the limit on every rank,
 // and the "memory" objects show where each rank's bytes are. A tiny batch (4 rows of 8
 // tokens) and 2 steps keep it within CI time on 2 cores (about 190 s on the shared 2-core machine).
-#include <doctest/doctest.h>
-
 #include <cmath>
 #include <sstream>
-#include <tessera/tessera.h>
 
-#include "../data/data_test_support.h"
-#include "run_program.h"
-#include "test_support.h"
+#include "example_test.h"
 
-namespace ts = tessera;
-namespace json = tessera::io::json;
-using data_test::TempDir;
-using test_support::contains;
 using test_support::program_from_env;
 using test_support::run_program;
-using Run = test_support::ProgramRun;
 
 namespace {
 

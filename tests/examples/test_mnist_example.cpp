@@ -1,27 +1,13 @@
 // examples/mnist as a user runs it: on a small fake dataset in MNIST's layout, its JSON
 // output, its flags, saving and loading weights, and the clear errors and non-zero exit
 // it gives for missing, truncated and corrupt files.
-#include <doctest/doctest.h>
 #include <unistd.h>
 
-#include <tessera/tessera.h>
-
-#include "../data/data_test_support.h"
-#include "run_program.h"
-#include "test_support.h"
-
-namespace ts = tessera;
-using data_test::Bytes;
-using data_test::TempDir;
-
-using test_support::contains;
-using Run = test_support::ProgramRun;
+#include "example_test.h"
 
 namespace {
 
-Run run_example(const std::string& arguments) {
-  return test_support::run_program(test_support::program_from_env("MNIST_EXAMPLE") + " " + arguments);
-}
+Run run_example(const std::string& arguments) { return example_test::run_program_of("MNIST_EXAMPLE", arguments); }
 
 // A fake MNIST: `samples` images whose pixels encode their label, so the network can learn.
 void write_split(const std::filesystem::path& root, const std::string& prefix, uint32_t samples) {
@@ -240,9 +226,7 @@ TEST_CASE("--checkpoint-dir, --checkpoint-every and --resume continue a run exac
 
   // Stopped after step 4 (epoch 1, batch 4 of 6): point latest there and resume. The rest of
   // the run, including the first epoch's summary, is printed again bit for bit.
-  ts::io::AtomicFile pointer(checkpoints + "/latest");
-  pointer.write("step-00000004\n", 14);
-  pointer.commit();
+  example_test::point_latest_at(checkpoints, "step-00000004");
   Run resumed = run_example(common + " --resume");
   INFO(resumed.err);
   REQUIRE(resumed.status == 0);

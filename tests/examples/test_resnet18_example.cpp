@@ -4,28 +4,16 @@
 // shaped 1000-class checkpoint, and (suite dist) training under `mpirun -np 2` with the
 // full ResNet-18, whose training loss must fall and whose validation accuracy must leave
 // chance behind.
-#include <doctest/doctest.h>
-
 #include <sstream>
-#include <tessera/tessera.h>
 
-#include "../data/data_test_support.h"
-#include "run_program.h"
-#include "test_support.h"
+#include "example_test.h"
 
-namespace ts = tessera;
-namespace json = tessera::io::json;
-using data_test::Bytes;
-using data_test::TempDir;
-
-using test_support::contains;
 using test_support::program_from_env;
 using test_support::run_program;
-using Run = test_support::ProgramRun;
 
 namespace {
 
-Run run_example(const std::string& arguments) { return run_program(program_from_env("RESNET18_EXAMPLE") + " " + arguments); }
+Run run_example(const std::string& arguments) { return example_test::run_program_of("RESNET18_EXAMPLE", arguments); }
 
 void make_folder(const std::filesystem::path& root, const std::string& arguments) {
   Run made = run_program(program_from_env("MAKE_IMAGE_FOLDER") + " " + root.string() + " " + arguments);

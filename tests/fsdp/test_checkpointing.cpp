@@ -10,12 +10,14 @@
 #include <cstring>
 
 #include "../dist/dist_test_support.h"
+#include "tiny_gpt.h"
 
 namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 namespace nn = tessera::nn;
 using ts::DType;
 using ts::Tensor;
+using fsdp_test::TinyGPT;
 
 namespace {
 
@@ -23,41 +25,8 @@ constexpr int64_t kVocab = 13, kWidth = 8, kTokens = 6, kGlobalBatch = 8;
 constexpr uint64_t kSeed = 21;
 constexpr int kSteps = 3;
 
-struct Block : nn::Module {
-  nn::LayerNorm ln_1{kWidth};
-  nn::Linear c_fc{kWidth, 4 * kWidth};
-  nn::GELU gelu{"tanh"};
-  nn::Dropout inner{0.2};
-  nn::Linear c_proj{4 * kWidth, kWidth};
-  nn::Dropout dropout{0.1};
-  Block() {
-    register_modules({{"ln_1", ln_1}, {"c_fc", c_fc}, {"gelu", gelu}, {"inner", inner}, {"c_proj", c_proj},
-                      {"dropout", dropout}});
-  }
-  Tensor forward(Tensor x) override { return x + dropout(c_proj(inner(gelu(c_fc(ln_1(x)))))); }
-  std::string type_name() const override { return "Block"; }
-};
-
-struct TinyGPT : nn::Module {
-  nn::ModuleDict transformer;
-  nn::Linear lm_head{kWidth, kVocab, {.bias = false}};
-  TinyGPT() {
-    transformer.emplace<nn::Embedding>("wte", kVocab, kWidth);
-    transformer.emplace<nn::Embedding>("wpe", kTokens, kWidth);
-    auto& h = transformer.emplace<nn::ModuleList>("h");
-    for (int i = 0; i < 3; ++i) h.emplace<Block>();
-    transformer.emplace<nn::LayerNorm>("ln_f", kWidth);
-    register_modules({{"transformer", transformer}, {"lm_head", lm_head}});
-    to(DType::f64);
-    reset_parameters(kSeed);
-  }
-  Tensor forward(Tensor ids) override {
-    Tensor positions = ts::arange(ids.size(1), {.dtype = DType::i64});
-    Tensor x = transformer["wte"](ids) + transformer["wpe"](positions);
-    for (nn::Module& block : transformer.at<nn::ModuleList>("h")) x = block(x);
-    return lm_head(transformer["ln_f"](x));
-  }
-};
+constexpr fsdp_test::TinyGPTConfig kModel{
+    .vocab = kVocab, .width = kWidth, .tokens = kTokens, .layers = 3, .inner_dropout = 0.2, .seed = kSeed};
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
@@ -74,7 +43,7 @@ struct Run {
 // kSteps AdamW steps of the sharded model on this rank's rows of one global batch.
 Run train(const fsdp::FullyShardOptions& options, std::shared_ptr<ts::dist::DeviceMesh> mesh) {
   const auto& world = dist_test::world();
-  TinyGPT model;
+  TinyGPT model(kModel);
   if (mesh) {
     fsdp::fully_shard(model, mesh, options);
   } else {
@@ -147,7 +116,7 @@ TEST_CASE("checkpointed Blocks under FSDP: losses and parameters bit-identical t
 }
 
 TEST_CASE("activation_checkpointing naming no module type of the model is refused") {
-  TinyGPT model;
+  TinyGPT model(kModel);
   const std::string message = dist_test::error_of(
       [&] { fsdp::fully_shard(model, dist_test::world(), {.activation_checkpointing = {"Blok"}}); });
   CHECK(test_support::contains(message, "activation_checkpointing names no module type of this model"));

@@ -25,19 +25,9 @@ constexpr int64_t kGlobalBatch = 12;  // divisible by 1..4, so avg and sum reduc
 constexpr int kBatches = 4;
 constexpr uint64_t kSeed = 7;
 
-struct Data {
-  std::vector<Tensor> images, labels;
-};
+using Data = test_support::ImageBatches;
 
-Data make_data(DType dtype) {
-  ts::Generator gen(kSeed);
-  Data data;
-  for (int i = 0; i < kBatches; ++i) {
-    data.images.push_back(ts::randn({kGlobalBatch, 1, 28, 28}, gen, {.dtype = dtype}));
-    data.labels.push_back(ts::randint(0, 10, {kGlobalBatch}, gen));
-  }
-  return data;
-}
+Data make_data(DType dtype) { return test_support::random_image_batches(kSeed, kBatches, kGlobalBatch, {1, 28, 28}, 10, dtype); }
 
 enum class OptimizerKind { sgd_momentum, adam };
 

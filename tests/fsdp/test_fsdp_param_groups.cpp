@@ -221,12 +221,7 @@ TEST_CASE("nanoGPT's groups and warmup-cosine schedule train the MNIST network a
   const auto& world = dist_test::world();
   constexpr int64_t kBatch = 12;
   constexpr int kSteps = 6;
-  ts::Generator gen(11);
-  std::vector<Tensor> images, labels;
-  for (int i = 0; i < kSteps; ++i) {
-    images.push_back(ts::randn({kBatch, 1, 28, 28}, gen, {.dtype = DType::f64}));
-    labels.push_back(ts::randint(0, 10, {kBatch}, gen));
-  }
+  const auto [images, labels] = test_support::random_image_batches(11, kSteps, kBatch, {1, 28, 28}, 10, DType::f64);
   auto train = [&](mnist::Net& model, const std::vector<std::pair<std::string, Tensor>>& named, ts::data::RowRange rows,
                    ts::dist::ProcessGroup* group) {
     std::vector<Tensor> decay, no_decay;

@@ -10,12 +10,14 @@
 #include <cmath>
 
 #include "../dist/dist_test_support.h"
+#include "tiny_gpt.h"
 
 namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
 namespace nn = tessera::nn;
 using ts::DType;
 using ts::Tensor;
+using fsdp_test::TinyGPT;
 using test_support::relative_difference;
 
 namespace {
@@ -23,37 +25,8 @@ namespace {
 constexpr int64_t kVocab = 11, kWidth = 8, kTokens = 5, kGlobalBatch = 12;
 constexpr uint64_t kSeed = 5;
 
-struct Block : nn::Module {
-  nn::LayerNorm ln_1{kWidth};
-  nn::Linear c_fc{kWidth, 4 * kWidth};
-  nn::GELU gelu{"tanh"};
-  nn::Linear c_proj{4 * kWidth, kWidth};
-  nn::Dropout dropout{0.1};
-  Block() { register_modules({{"ln_1", ln_1}, {"c_fc", c_fc}, {"gelu", gelu}, {"c_proj", c_proj}, {"dropout", dropout}}); }
-  Tensor forward(Tensor x) override { return x + dropout(c_proj(gelu(c_fc(ln_1(x))))); }
-  std::string type_name() const override { return "Block"; }
-};
-
-struct TinyGPT : nn::Module {
-  nn::ModuleDict transformer;
-  nn::Linear lm_head{kWidth, kVocab, {.bias = false}};
-  TinyGPT() {
-    transformer.emplace<nn::Embedding>("wte", kVocab, kWidth);
-    transformer.emplace<nn::Embedding>("wpe", kTokens, kWidth);
-    auto& h = transformer.emplace<nn::ModuleList>("h");
-    for (int i = 0; i < 2; ++i) h.emplace<Block>();
-    transformer.emplace<nn::LayerNorm>("ln_f", kWidth);
-    register_modules({{"transformer", transformer}, {"lm_head", lm_head}});
-    to(DType::f64);
-    reset_parameters(kSeed);
-  }
-  Tensor forward(Tensor ids) override {
-    Tensor positions = ts::arange(ids.size(1), {.dtype = DType::i64});
-    Tensor x = transformer["wte"](ids) + transformer["wpe"](positions);
-    for (nn::Module& block : transformer.at<nn::ModuleList>("h")) x = block(x);
-    return lm_head(transformer["ln_f"](x));
-  }
-};
+constexpr fsdp_test::TinyGPTConfig kModel{
+    .vocab = kVocab, .width = kWidth, .tokens = kTokens, .layers = 2, .seed = kSeed};
 
 struct Batch {
   Tensor ids, targets;
@@ -92,7 +65,7 @@ void check_parity(const fsdp::WrapPolicy& policy, const std::string& what) {
   std::vector<Batch> data = make_data(steps);
 
   // The one-rank truth, on rank 0, broadcast.
-  TinyGPT reference;
+  TinyGPT reference(kModel);
   std::vector<double> losses(steps, 0.0);
   if (world->rank() == 0) {
     ts::optim::Adam optimizer(reference.parameters(), {.lr = 1e-2});
@@ -104,7 +77,7 @@ void check_parity(const fsdp::WrapPolicy& policy, const std::string& what) {
   world->broadcast(loss_tensor, 0);
   losses = loss_tensor.to_vector<double>();
 
-  TinyGPT model;
+  TinyGPT model(kModel);
   fsdp::fully_shard(model, world, {.wrap_policy = policy, .gradient_reduction = ts::dist::ReduceOp::sum});
   for (const fsdp::UnitInfo& unit : fsdp::units(model)) {
     CHECK(unit.name != "transformer.h");  // a container is never a unit
@@ -146,7 +119,7 @@ TEST_CASE("a GPT of Embedding, LayerNorm, GELU and ModuleList blocks trains as o
 }
 
 TEST_CASE("a container named as a unit type is refused clearly") {
-  TinyGPT model;
+  TinyGPT model(kModel);
   const std::string message = dist_test::error_of(
       [&] { fsdp::fully_shard(model, dist_test::world(), {.wrap_policy = fsdp::WrapPolicy::module_type({"ModuleList"})}); });
   CHECK(test_support::contains(message, "'transformer.h' is a ModuleList, a container that is never called"));

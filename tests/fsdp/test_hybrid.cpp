@@ -23,19 +23,9 @@ constexpr int64_t kGlobalBatch = 12;
 constexpr int kSteps = 6;
 constexpr uint64_t kSeed = 11;
 
-struct Data {
-  std::vector<Tensor> images, labels;
-};
+using Data = test_support::ImageBatches;
 
-Data make_data() {
-  ts::Generator gen(kSeed);
-  Data data;
-  for (int i = 0; i < kSteps; ++i) {
-    data.images.push_back(ts::randn({kGlobalBatch, 1, 28, 28}, gen, {.dtype = DType::f64}));
-    data.labels.push_back(ts::randint(0, 10, {kGlobalBatch}, gen));
-  }
-  return data;
-}
+Data make_data() { return test_support::random_image_batches(kSeed, kSteps, kGlobalBatch, {1, 28, 28}, 10, DType::f64); }
 
 // One SGD step on `rows` of batch `step` (the loss a mean over the rank's rows, gradients
 // averaged); returns this rank's loss times its share of the rows.

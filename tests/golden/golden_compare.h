@@ -1,12 +1,14 @@
-// Element-wise comparison with PyTorch's goldens, shared by the golden tests: every element
-// must satisfy |tessera - torch| <= atol + rtol * |torch| (a zero tolerance asks for equality),
-// and the largest errors are kept per op and dtype for a report (TESSERA_GOLDEN_REPORT=1).
+// What the golden tests share: the golden files, loaded once, and the element-wise comparison
+// with PyTorch's values: every element must satisfy |tessera - torch| <= atol + rtol * |torch|
+// (a zero tolerance asks for equality), and the largest errors are kept per op and dtype for a
+// report (TESSERA_GOLDEN_REPORT=1).
 #pragma once
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -14,6 +16,30 @@
 #include <tessera/tessera.h>
 
 namespace golden_check {
+
+// A golden file: its tensors ("<case>/<role>") and its case table (the metadata entry
+// "cases", JSON), as its generator (make_*golden.py) wrote them.
+struct GoldenFile {
+  tessera::StateDict tensors;
+  tessera::io::Metadata metadata;
+  tessera::io::json::Value cases;
+};
+
+// tests/golden/<name> of the source tree (TESSERA_SOURCE_DIR, which meson test sets), read on
+// first use. Kept until exit and never destroyed: the library's allocators, which the
+// tensors would be freed to, may be gone by then.
+inline const GoldenFile& golden_file(const std::string& name) {
+  static auto* loaded = new std::map<std::string, GoldenFile>();
+  if (auto found = loaded->find(name); found != loaded->end()) return found->second;
+  const char* dir = std::getenv("TESSERA_SOURCE_DIR");
+  REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
+  const std::string path = std::string(dir) + "/tests/golden/" + name;
+  GoldenFile file;
+  file.tensors = tessera::io::load(path);
+  file.metadata = tessera::io::load_metadata(path);
+  file.cases = tessera::io::json::parse(file.metadata.at("cases"));
+  return loaded->emplace(name, std::move(file)).first->second;
+}
 
 struct Tolerance {
   double atol;

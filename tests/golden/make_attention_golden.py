@@ -24,12 +24,10 @@ import sys
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import safetensors_torch  # noqa: E402
+import golden_file
 
-OUTPUT = os.path.join(HERE, "attention.safetensors")
-DTYPES = {"F32": torch.float32, "F64": torch.float64}
+OUTPUT = os.path.join(golden_file.HERE, "attention.safetensors")
+DTYPES = golden_file.FLOAT_DTYPES
 
 # (name, options, batch dims, L, S, E, Ev). The "several_tiles" cases cover more than one of
 # the CPU kernel's default tiles (64 queries x 256 keys).
@@ -94,16 +92,14 @@ def run_case(name, options, batch, length, source, head_dim, value_dim, dtype_na
         out["mask"] = mask
     views = [t.transpose(1, 2) if transposed else t for t in (q, k, v)]
     y = attention(*views, mask, options["is_causal"], options["scale"])
-    grad_output = torch.randn(y.shape, generator=g, dtype=torch.float64).to(dtype)
-    y.backward(grad_output)
+    grad_output = golden_file.backward_from_random_gradient(y, g, dtype)
     out.update(output=y, grad_output=grad_output, grad_q=q.grad, grad_k=k.grad, grad_v=v.grad)
     assert all(torch.isfinite(t).all() for role, t in out.items() if role != "mask"), name
-    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in out.items()}
+    return golden_file.case_tensors(name, dtype_name, out)
 
 
 def main():
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+    golden_file.use_one_deterministic_thread()
     tensors = {}
     table = []
     for index, (name, options, batch, length, source, head_dim, value_dim) in enumerate(CASES):
@@ -113,19 +109,7 @@ def main():
             table.append(dict(name=f"{name}_{dtype_name.lower()}", dtype=dtype_name, mask=options["mask"],
                               transposed=options.get("transposed", False), is_causal=options["is_causal"],
                               scale=options["scale"]))
-    metadata = {
-        "generator": "tests/golden/make_attention_golden.py",
-        "torch_version": torch.__version__,
-        "cases": json.dumps(table, separators=(",", ":")),
-    }
-    safetensors_torch.save(tensors, OUTPUT, metadata)
-    back = safetensors_torch.load(OUTPUT)
-    assert list(back) == list(tensors)
-    for key, tensor in tensors.items():
-        assert torch.equal(back[key], tensor), key
-    size = os.path.getsize(OUTPUT)
-    assert size < 1_000_000, size
-    print(f"wrote {OUTPUT}: {len(table)} cases, {len(tensors)} tensors, {size} bytes, torch {torch.__version__}")
+    golden_file.write(OUTPUT, tensors, table, "tests/golden/make_attention_golden.py")
 
 
 if __name__ == "__main__":

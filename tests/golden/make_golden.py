@@ -12,19 +12,15 @@ Run with Debian's python3-torch (CPU): /usr/bin/python3 tests/golden/make_golden
 The C++ tests read the committed file and do not need PyTorch.
 """
 
-import json
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import safetensors_torch  # noqa: E402
+import golden_file
 
-OUTPUT = os.path.join(HERE, "foundation.safetensors")
-DTYPES = {"F32": torch.float32, "F64": torch.float64}
+OUTPUT = os.path.join(golden_file.HERE, "foundation.safetensors")
+DTYPES = golden_file.FLOAT_DTYPES
 
 # (name, op, options, input shapes). Shapes are small: the file stays well under 1 MB.
 CASES = [
@@ -124,18 +120,16 @@ def run_case(name, op, options, shapes, dtype_name, seed):
     else:
         raise ValueError(op)
 
-    grad_output = torch.randn(y.shape, generator=g, dtype=torch.float64).to(dtype)
-    y.backward(grad_output)
+    grad_output = golden_file.backward_from_random_gradient(y, g, dtype)
     out["output"] = y
     out["grad_output"] = grad_output
     for role, tensor in params:
         out[role] = tensor.grad
-    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in out.items()}
+    return golden_file.case_tensors(name, dtype_name, out)
 
 
 def main():
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+    golden_file.use_one_deterministic_thread()
     tensors = {}
     table = []
     for index, (name, op, options, shapes) in enumerate(CASES):
@@ -144,23 +138,7 @@ def main():
             # The seed depends on the case, not the dtype: f32 and f64 see the same values.
             tensors.update(run_case(name, op, options, shapes, dtype_name, seed=1000 + index))
             table.append(dict(name=case_name, op=op, dtype=dtype_name, **options))
-    metadata = {
-        "generator": "tests/golden/make_golden.py",
-        "torch_version": torch.__version__,
-        "cases": json.dumps(table, separators=(",", ":")),
-    }
-    safetensors_torch.save(tensors, OUTPUT, metadata)
-
-    # The file reads back as written (this also tests tools/safetensors_torch.py).
-    back = safetensors_torch.load(OUTPUT)
-    assert list(back) == list(tensors)
-    for key, tensor in tensors.items():
-        assert back[key].dtype == tensor.dtype and back[key].shape == tensor.shape, key
-        assert torch.equal(back[key], tensor), key
-    assert safetensors_torch.load_metadata(OUTPUT) == metadata
-    size = os.path.getsize(OUTPUT)
-    assert size < 1_000_000, size
-    print(f"wrote {OUTPUT}: {len(table)} cases, {len(tensors)} tensors, {size} bytes, torch {torch.__version__}")
+    golden_file.write(OUTPUT, tensors, table, "tests/golden/make_golden.py")
 
 
 if __name__ == "__main__":

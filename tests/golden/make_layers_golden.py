@@ -16,19 +16,15 @@ Run with Debian's python3-torch (CPU): /usr/bin/python3 tests/golden/make_layers
 The C++ tests read the committed file and do not need PyTorch.
 """
 
-import json
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import safetensors_torch  # noqa: E402
+import golden_file
 
-OUTPUT = os.path.join(HERE, "layers.safetensors")
-DTYPES = {"F32": torch.float32, "F64": torch.float64}
+OUTPUT = os.path.join(golden_file.HERE, "layers.safetensors")
+DTYPES = golden_file.FLOAT_DTYPES
 
 # (name, op, options). Shapes are small: the file stays well under 1 MB.
 CASES = [
@@ -130,19 +126,17 @@ def run_case(name, op, options, dtype_name, seed):
     else:
         raise ValueError(op)
 
-    grad_output = torch.randn(y.shape, generator=g, dtype=torch.float64).to(dtype)
-    y.backward(grad_output)
+    grad_output = golden_file.backward_from_random_gradient(y, g, dtype)
     out["output"] = y
     out["grad_output"] = grad_output
     for role, tensor in grads:
         if tensor is not None:
             out[role] = tensor.grad
-    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in out.items()}
+    return golden_file.case_tensors(name, dtype_name, out)
 
 
 def main():
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+    golden_file.use_one_deterministic_thread()
     tensors = {}
     table = []
     for index, (name, op, options) in enumerate(CASES):
@@ -152,20 +146,7 @@ def main():
             seed = 2000 + index
             tensors.update(run_case(name, op, options, dtype_name, seed))
             table.append(dict(name=case_name, op=op, dtype=dtype_name, **options))
-    metadata = {
-        "generator": "tests/golden/make_layers_golden.py",
-        "torch_version": torch.__version__,
-        "cases": json.dumps(table, separators=(",", ":")),
-    }
-    safetensors_torch.save(tensors, OUTPUT, metadata)
-
-    back = safetensors_torch.load(OUTPUT)
-    assert list(back) == list(tensors)
-    for key, tensor in tensors.items():
-        assert torch.equal(back[key], tensor), key
-    size = os.path.getsize(OUTPUT)
-    assert size < 1_000_000, size
-    print(f"wrote {OUTPUT}: {len(table)} cases, {len(tensors)} tensors, {size} bytes, torch {torch.__version__}")
+    golden_file.write(OUTPUT, tensors, table, "tests/golden/make_layers_golden.py")
 
 
 if __name__ == "__main__":

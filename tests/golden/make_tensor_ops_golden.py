@@ -15,19 +15,15 @@ Run with Debian's python3-torch (CPU): /usr/bin/python3 tests/golden/make_tensor
 The C++ test reads the committed file and does not need PyTorch.
 """
 
-import json
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import safetensors_torch  # noqa: E402
+import golden_file
 
-OUTPUT = os.path.join(HERE, "tensor_ops.safetensors")
-FLOATS = {"F32": torch.float32, "F64": torch.float64}
+OUTPUT = os.path.join(golden_file.HERE, "tensor_ops.safetensors")
+FLOATS = golden_file.FLOAT_DTYPES
 
 # (name, op, options, input shape). Every case runs in float32 and float64 unless its
 # options say "dtypes".
@@ -209,12 +205,11 @@ def run_case(name, op, options, shape, dtype_name, seed):
         torch.autograd.backward([t for _, t in differentiable], upstream)
         for role in grads:
             out["grad_" + role] = roles[role].grad
-    return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in out.items()}
+    return golden_file.case_tensors(name, dtype_name, out)
 
 
 def main():
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+    golden_file.use_one_deterministic_thread()
     tensors, table = {}, []
     for index, (name, op, options, shape) in enumerate(CASES):
         for dtype_name in options.get("dtypes", list(FLOATS)):
@@ -223,22 +218,7 @@ def main():
             tensors.update(run_case(name, op, options, shape, dtype_name, seed=2000 + index))
             table.append(dict(name=case_name, op=op, dtype=dtype_name,
                               **{k: v for k, v in options.items() if k != "dtypes"}))
-    metadata = {
-        "generator": "tests/golden/make_tensor_ops_golden.py",
-        "torch_version": torch.__version__,
-        "cases": json.dumps(table, separators=(",", ":")),
-    }
-    safetensors_torch.save(tensors, OUTPUT, metadata)
-
-    back = safetensors_torch.load(OUTPUT)
-    assert list(back) == list(tensors)
-    for key, tensor in tensors.items():
-        assert back[key].dtype == tensor.dtype and back[key].shape == tensor.shape, key
-        assert torch.equal(back[key], tensor), key
-    assert safetensors_torch.load_metadata(OUTPUT) == metadata
-    size = os.path.getsize(OUTPUT)
-    assert size < 1_000_000, size
-    print(f"wrote {OUTPUT}: {len(table)} cases, {len(tensors)} tensors, {size} bytes, torch {torch.__version__}")
+    golden_file.write(OUTPUT, tensors, table, "tests/golden/make_tensor_ops_golden.py")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -28,12 +27,6 @@ using golden_check::compare;
 using golden_check::Tolerance;
 
 namespace {
-
-std::string golden_path() {
-  const char* dir = std::getenv("TESSERA_SOURCE_DIR");
-  REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
-  return std::string(dir) + "/tests/golden/foundation.safetensors";
-}
 
 // The allowed error |a - b| <= atol + rtol * |b|, per op and dtype, and why.
 Tolerance tolerance_for(const std::string& op, DType dtype) {
@@ -94,22 +87,9 @@ std::set<std::string> roles_for(const json::Value& c) {
   return roles;
 }
 
-struct Golden {
-  ts::StateDict tensors;
-  io::Metadata metadata;
-  json::Value cases;
-};
+using Golden = golden_check::GoldenFile;
 
-const Golden& golden() {
-  static const Golden loaded = [] {
-    Golden g;
-    g.tensors = io::load(golden_path());
-    g.metadata = io::load_metadata(golden_path());
-    g.cases = json::parse(g.metadata.at("cases"));
-    return g;
-  }();
-  return loaded;
-}
+const Golden& golden() { return golden_check::golden_file("foundation.safetensors"); }
 
 void run_case(const json::Value& c) {
   const Golden& g = golden();

@@ -8,7 +8,6 @@
 // Set TESSERA_GOLDEN_REPORT=1 to print the largest errors seen per op and dtype.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <set>
 #include <tessera/tessera.h>
 
@@ -23,28 +22,9 @@ using ts::Tensor;
 
 namespace {
 
-std::string golden_path() {
-  const char* dir = std::getenv("TESSERA_SOURCE_DIR");
-  REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
-  return std::string(dir) + "/tests/golden/layers.safetensors";
-}
+using Golden = golden_check::GoldenFile;
 
-struct Golden {
-  ts::StateDict tensors;
-  io::Metadata metadata;
-  json::Value cases;
-};
-
-const Golden& golden_file() {
-  static const Golden loaded = [] {
-    Golden g;
-    g.tensors = io::load(golden_path());
-    g.metadata = io::load_metadata(golden_path());
-    g.cases = json::parse(g.metadata.at("cases"));
-    return g;
-  }();
-  return loaded;
-}
+const Golden& golden_file() { return golden_check::golden_file("layers.safetensors"); }
 
 Tolerance tolerance_for(const std::string& op, DType dtype) {
   // Measured (TESSERA_GOLDEN_REPORT=1, torch 1.13 on x86-64), largest |a - b|:

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -33,12 +32,6 @@ using golden_check::Tolerance;
 using TensorList = std::vector<Tensor>;
 
 namespace {
-
-std::string golden_path() {
-  const char* dir = std::getenv("TESSERA_SOURCE_DIR");
-  REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
-  return std::string(dir) + "/tests/golden/tensor_ops.safetensors";
-}
 
 // The allowed |a - b| <= atol + rtol |b| per op and dtype. Measured with torch 1.13 on
 // x86-64 (TESSERA_GOLDEN_REPORT=1), largest |a - b| over outputs and gradients:
@@ -61,22 +54,9 @@ Tolerance tolerance_for(const std::string& op, DType dtype) {
   return {0, 0};
 }
 
-struct Golden {
-  ts::StateDict tensors;
-  io::Metadata metadata;
-  json::Value cases;
-};
+using Golden = golden_check::GoldenFile;
 
-const Golden& golden() {
-  static const Golden loaded = [] {
-    Golden g;
-    g.tensors = io::load(golden_path());
-    g.metadata = io::load_metadata(golden_path());
-    g.cases = json::parse(g.metadata.at("cases"));
-    return g;
-  }();
-  return loaded;
-}
+const Golden& golden() { return golden_check::golden_file("tensor_ops.safetensors"); }
 
 Shape shape_of(const json::Value& array) {
   Shape shape;

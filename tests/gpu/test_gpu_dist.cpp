@@ -92,12 +92,7 @@ TEST_CASE("FSDP on CUDA over the MPI world (ranks sharing one GPU) follows the o
   constexpr int64_t kGlobalBatch = 12;
   constexpr int kSteps = 4;
   constexpr uint64_t kSeed = 9;
-  ts::Generator gen(kSeed);
-  std::vector<Tensor> images, labels;
-  for (int step = 0; step < kSteps; ++step) {
-    images.push_back(ts::randn({kGlobalBatch, 1, 28, 28}, gen));
-    labels.push_back(ts::randint(0, 10, {kGlobalBatch}, gen));
-  }
+  const auto [images, labels] = test_support::random_image_batches(kSeed, kSteps, kGlobalBatch, {1, 28, 28}, 10);
   auto train = [&](mnist::Net& model, ts::Device device, ts::data::RowRange rows, bool sharded) {
     ts::optim::SGD optimizer(model.parameters(), {.lr = 0.05, .momentum = 0.9});
     std::vector<double> losses;

@@ -27,19 +27,9 @@ constexpr int kSteps = 4;
 constexpr uint64_t kSeed = 3;
 const ts::models::ResNetOptions kNarrow{.num_classes = 5, .width = 4};
 
-struct Data {
-  std::vector<Tensor> images, labels;
-};
+using Data = test_support::ImageBatches;
 
-Data make_data() {
-  ts::Generator gen(kSeed);
-  Data data;
-  for (int i = 0; i < kSteps; ++i) {
-    data.images.push_back(ts::randn({kGlobalBatch, 3, 40, 40}, gen, {.dtype = DType::f64}));
-    data.labels.push_back(ts::randint(0, 5, {kGlobalBatch}, gen));
-  }
-  return data;
-}
+Data make_data() { return test_support::random_image_batches(kSeed, kSteps, kGlobalBatch, {3, 40, 40}, 5, DType::f64); }
 
 ts::data::RowRange rows_of(int rank, int world_size) {
   return ts::data::DistributedSampler{rank, world_size}.rows_of(kGlobalBatch);

@@ -42,9 +42,21 @@ prints per window the worst relative loss difference and the first step where it
 at --threads threads; ATEN_CPU_CAPABILITY picks ATen's kernels. --data FILE also writes the
 windows' images and labels (the golden's layout, N x 36 batches) for Tessera's side: test_optim
 -tc='*windows*' with TESSERA_DRIFT_WINDOWS=FILE.
+
+--orders N writes tests/optim/data/sgd_drift_orders_golden.safetensors, the goldens of the
+free-running test over N orders of the golden's 36 batches (order 0 as they are, order r
+torch.randperm(36) seeded r) from the same initial weights (no MNIST files needed):
+  orders              [N, 36] int64, the batches' order
+  f64                 [N, 36] the float64 run's loss at each step (PyTorch's own ATen
+                      choice at 2 threads; float64 differs between configurations by ~1e-13)
+  f32.<aten>.<t>      [N, 36] the float32 run's, in each of ORDER_CONFIGURATIONS
+                      (ATEN_CPU_CAPABILITY aten, t threads), each a draw of float32 roundings
+It prints each configuration's drift per order (about 8 minutes on 2 cores for 16 orders).
 """
 
 import argparse
+import json
+import subprocess
 
 import gzip
 import os
@@ -163,22 +175,82 @@ def measure_windows(args, weights, images, labels):
         print(f"window {window}: drift {drift:.3e} first step over 1e-3 {first}", flush=True)
 
 
+# --orders: PyTorch's configurations (ATEN_CPU_CAPABILITY, threads), each a draw of its own
+# float32 roundings; the first is the golden's (PyTorch's own choice on the project's Xeon).
+ORDER_CONFIGURATIONS = [("avx2", 2), ("avx2", 1), ("default", 2), ("default", 1), ("avx512", 2), ("avx512", 1)]
+ORDERS_FILE = os.path.join(here, "data", "sgd_drift_orders_golden.safetensors")
+
+
+def batch_orders(count):
+    """Order 0 is the golden's batches as they are; order r > 0 is torch.randperm(STEPS) seeded r."""
+    return torch.stack([torch.arange(STEPS)] + [torch.randperm(STEPS, generator=torch.Generator().manual_seed(r))
+                                                 for r in range(1, count)])
+
+
+def orders_worker(args, weights):
+    """In one configuration: the free-running losses on each order of the golden's batches
+    (float64 too when --with-f64), as JSON on stdout."""
+    data = safetensors_torch.load(os.path.join(here, "data", "sgd_drift_golden.safetensors"))
+    result = {"aten_capability": torch_cpu.report()["aten_capability"], "threads": torch.get_num_threads(),
+              "f32": [], "f64": []}
+    for order in batch_orders(args.orders):
+        rows = torch.cat([torch.arange(b * BATCH, (b + 1) * BATCH) for b in order.tolist()])
+        images, labels = data["images"][rows], data["labels"][rows]
+        result["f32"].append(free_running(weights, images, labels, torch.float32).tolist())
+        if args.with_f64:
+            result["f64"].append(free_running(weights, images, labels, torch.float64).tolist())
+    print(json.dumps(result))
+
+
+def write_orders_golden(args):
+    """Runs orders_worker in each of ORDER_CONFIGURATIONS and writes ORDERS_FILE."""
+    tensors = {"orders": batch_orders(args.orders)}
+    lines = []
+    for index, (capability, threads) in enumerate(ORDER_CONFIGURATIONS):
+        env = torch_cpu.environment(threads=threads)
+        env.update({"DRIFT_LAUNCHED": "1", "ATEN_CPU_CAPABILITY": capability})
+        command = [sys.executable, sys.argv[0], "--orders", str(args.orders), "--orders-worker", "--threads", str(threads)]
+        run = subprocess.run(command + (["--with-f64"] if index == 0 else []), env=env, check=True,
+                             capture_output=True, text=True)
+        result = json.loads(run.stdout)
+        if index == 0:
+            tensors["f64"] = torch.tensor(result["f64"], dtype=torch.float64)
+        f32 = torch.tensor(result["f32"], dtype=torch.float64)
+        tensors[f"f32.{capability}.{threads}"] = f32
+        drifts = ((f32 - tensors["f64"]).abs() / tensors["f64"].abs()).max(dim=1).values
+        lines.append(f"{result['aten_capability']:>7} {threads} threads: median {drifts.median().item():.2e}  " +
+                     " ".join(f"{d:.1e}" for d in drifts.tolist()))
+        print(lines[-1], flush=True)
+    safetensors_torch.save(tensors, ORDERS_FILE, metadata={
+        "torch": torch.__version__, "steps": str(STEPS), "batch": str(BATCH), "lr": str(LR), "momentum": str(MOMENTUM),
+        "cpu": torch_cpu.cpu_model(), "configurations": " ".join(f"{c}:{t}" for c, t in ORDER_CONFIGURATIONS),
+        "written_by": "tests/optim/make_drift_golden.py --orders"})
+    print(f"wrote {ORDERS_FILE}: {os.path.getsize(ORDERS_FILE)} bytes")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--windows", type=int, default=0, help="measure the free-running drift on this many windows")
     parser.add_argument("--threads", type=int, default=2, help="PyTorch's threads with --windows")
     parser.add_argument("--data", help="with --windows: write the windows' images and labels here")
+    parser.add_argument("--orders", type=int, default=0, help="write the golden of this many orders of the batches")
+    parser.add_argument("--orders-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--with-f64", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.orders and not args.orders_worker:
+        return write_orders_golden(args)
     if args.windows and os.environ.get("DRIFT_LAUNCHED") != "1":  # start again as bench/ starts PyTorch
         env = torch_cpu.environment(threads=args.threads)
         env["DRIFT_LAUNCHED"] = "1"
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    torch.set_num_threads(args.threads if args.windows else 2)  # the golden: as the tests run (OMP_NUM_THREADS=2)
+    torch.set_num_threads(args.threads if args.windows or args.orders else 2)  # the golden: as the tests run (OMP_NUM_THREADS=2)
     torch.manual_seed(SEED)
     weights = {name: value.detach().clone() for name, value in Net().state_dict().items()}
     stored = safetensors_torch.load(WEIGHTS_FILE)
-    if args.windows:  # the test's weights (the seed's draws depend on ATEN_CPU_CAPABILITY)
+    if args.windows or args.orders:  # the test's weights (the seed's draws depend on ATEN_CPU_CAPABILITY)
         weights = {name: stored[name].clone() for name in weights}
+    if args.orders:
+        return orders_worker(args, weights)
     for name, value in weights.items():
         if not torch.equal(stored[name], value):
             sys.exit(f"{WEIGHTS_FILE}'s {name} is not torch.manual_seed({SEED})'s initialisation")

@@ -481,4 +481,13 @@ TEST_CASE("schedulers check their arguments as PyTorch does, and rates follow ev
   CHECK_THROWS_WITH_AS(step_lr.load_state_dict(cosine.state_dict()), doctest::Contains("unexpected key 'T_max'"),
                        ts::ValueError);
   CHECK(step_lr.step_size() == 2);
+  // Settings out of range are refused with the constructor's message, and none is kept.
+  ts::StateDict bad = step_lr.state_dict();
+  bad.insert("gamma", ts::full({}, 0.5, {.dtype = DType::f64}));
+  bad.insert("step_size", ts::full({}, 0.0, {.dtype = DType::i64}));
+  CHECK_THROWS_WITH_AS(step_lr.load_state_dict(bad), doctest::Contains("StepLR.load_state_dict: step_size must be positive"),
+                       ts::ValueError);
+  CHECK(step_lr.step_size() == 2);
+  CHECK(step_lr.gamma() == 0.1);
+  CHECK(step_lr.state_dict().at("step_size").item<int64_t>() == 2);
 }

@@ -1,13 +1,7 @@
 // Differentiable adaptive average pooling: the backward needs only the input's shape.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::TensorList;
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
   Tensor out = native::adaptive_avg_pool2d(input, output_size);

@@ -6,17 +6,11 @@
 #include <cmath>
 #include <limits>
 
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
+#include "tessera/autograd/functions/recording.h"
 #include "tessera/tensor/attention_geometry.h"
 #include "tessera/tensor/factory.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 namespace {
 

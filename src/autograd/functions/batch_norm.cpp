@@ -1,16 +1,9 @@
 // Differentiable batch normalisation. The forward's saved statistics (batch mean and
 // 1 / sqrt(var + eps) in training, the running ones in eval) are what the backward needs,
 // with the input and the weight; the running statistics are buffers, never differentiated.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
@@ -23,8 +16,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   if (needs_grad({input, weight, bias})) {
     record("BatchNormBackward", {input, weight, bias}, {out},
            [x = saved(input), w = saved(weight), mean = save_mean, invstd = save_invstd, training,
-            mask = std::array<bool, 3>{input.requires_grad(), weight.defined() && weight.requires_grad(),
-                                       bias.defined() && bias.requires_grad()}](const TensorList& g) {
+            mask = grad_mask(input, weight, bias)](const TensorList& g) {
              auto [grad_input, grad_weight, grad_bias] =
                  native::batch_norm_backward(g[0], x, w, mean, invstd, training, mask);
              return TensorList{grad_input, grad_weight, grad_bias};

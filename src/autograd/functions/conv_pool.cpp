@@ -1,14 +1,7 @@
 // Differentiable conv2d and max_pool2d.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& options) {
   Tensor out = native::conv2d(input, weight, bias, options);

@@ -2,19 +2,10 @@
 // the operand's shape (native::sum_to).
 #include <limits>
 
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
+#include "tessera/autograd/functions/recording.h"
 #include "tessera/tensor/device_check.h"
-#include "tessera/tensor/native.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
-using native::BinaryOp;
-using native::UnaryOp;
 
 namespace {
 

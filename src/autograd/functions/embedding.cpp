@@ -2,17 +2,10 @@
 // the table's size, never the weight itself: under FSDP the table may be released between
 // forward and backward. max_norm renormalises the looked-up rows in place first, without
 // recording, as PyTorch does.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
+#include "tessera/autograd/functions/recording.h"
 #include "tessera/autograd/grad_mode.h"
-#include "tessera/tensor/native.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingOptions& options) {
   TS_CHECK(!options.sparse, ValueError,

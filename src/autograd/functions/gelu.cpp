@@ -2,18 +2,9 @@
 // is a function of x alone), never the output: one activation per layer, not two.
 #include <cmath>
 
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
-using native::BinaryOp;
-using native::UnaryOp;
 
 GeluApproximate gelu_approximate_from(std::string_view approximate) {
   if (approximate == "none") return GeluApproximate::none;

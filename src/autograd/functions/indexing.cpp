@@ -1,16 +1,9 @@
 // Differentiable masks and indexing: masked_fill, tril, triu, index_select, gather,
 // scatter_add. The backward of a pick is an add into zeros at the picked places
 // (index_add_ / scatter_add_, both deterministic); the backward of a mask is the same mask.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = native::masked_fill(x, mask, value);
@@ -39,27 +32,30 @@ Tensor triu(const Tensor& x, int64_t diagonal) {
   return out;
 }
 
+namespace {
+
+// Records a pick `out` of x along dim at `index` (index_select, gather) whose backward adds
+// the gradient into zeros of x's shape with `add_at(grad, dim, index, g)`.
+template <class AddAt>
+void record_pick(const char* name, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, AddAt add_at) {
+  record(name, {x}, {out}, [index = saved(index), dim, shape = x.sizes(), add_at](const TensorList& g) {
+    Tensor grad = native::zeros(shape, g[0].dtype(), g[0].device());
+    add_at(grad, dim, index, g[0]);
+    return TensorList{grad};
+  });
+}
+
+}  // namespace
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = native::index_select(x, dim, index);
-  if (needs_grad({x})) {
-    record("IndexSelectBackward", {x}, {out}, [index = saved(index), dim, shape = x.sizes()](const TensorList& g) {
-      Tensor grad = native::zeros(shape, g[0].dtype(), g[0].device());
-      native::index_add_(grad, dim, index, g[0]);
-      return TensorList{grad};
-    });
-  }
+  if (needs_grad({x})) record_pick("IndexSelectBackward", x, dim, index, out, native::index_add_);
   return out;
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = native::gather(x, dim, index);
-  if (needs_grad({x})) {
-    record("GatherBackward", {x}, {out}, [index = saved(index), dim, shape = x.sizes()](const TensorList& g) {
-      Tensor grad = native::zeros(shape, g[0].dtype(), g[0].device());
-      native::scatter_add_(grad, dim, index, g[0]);
-      return TensorList{grad};
-    });
-  }
+  if (needs_grad({x})) record_pick("GatherBackward", x, dim, index, out, native::scatter_add_);
   return out;
 }
 

@@ -1,15 +1,8 @@
 // Differentiable layer normalisation (F.layer_norm). The fused forward saves the rows'
 // mean and rstd; the backward needs them with the input and the weight, nothing else.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
@@ -17,8 +10,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   if (needs_grad({input, weight, bias})) {
     record("LayerNormBackward", {input, weight, bias}, {out},
            [x = saved(input), w = saved(weight), mean = mean, rstd = rstd, normalized_shape,
-            mask = std::array<bool, 3>{input.requires_grad(), weight.defined() && weight.requires_grad(),
-                                       bias.defined() && bias.requires_grad()}](const TensorList& g) {
+            mask = grad_mask(input, weight, bias)](const TensorList& g) {
              auto [grad_input, grad_weight, grad_bias] =
                  native::layer_norm_backward(g[0], x, normalized_shape, mean, rstd, w, mask);
              return TensorList{grad_input, grad_weight, grad_bias};

@@ -1,14 +1,7 @@
 // Differentiable matmul and linear.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 namespace {
 

@@ -1,15 +1,8 @@
 // Differentiable softmax, log_softmax, nll_loss, cross_entropy (with label smoothing) and
 // dropout.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor out = native::softmax(x, dim);

@@ -1,16 +1,9 @@
 // topk, cumsum and multinomial. topk's values route their gradient back to the chosen
 // positions (a scatter into zeros); cumsum's gradient is the running sum of the gradient
 // from the end; multinomial draws integers and has no gradient.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::saved;
-using autograd::TensorList;
 
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
   auto [values, indices] = native::topk(x, k, dim, largest);

@@ -1,13 +1,7 @@
 // Differentiable views, copies, conversions and joins; and Tensor's in-place updates.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::TensorList;
 
 namespace {
 

@@ -2,15 +2,9 @@
 // node with one output per piece, whose backward concatenates the pieces' gradients (the
 // engine gives zeros for pieces that received none). So q, k, v = qkv.split(C, 2) costs one
 // gradient buffer in backward, not one zero-filled input-sized buffer per piece.
-#include "tessera/autograd/function.h"
-#include "tessera/autograd/functions.h"
-#include "tessera/tensor/native.h"
+#include "tessera/autograd/functions/recording.h"
 
 namespace tessera {
-
-using autograd::needs_grad;
-using autograd::record;
-using autograd::TensorList;
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim) {
   std::vector<Tensor> pieces = native::split_with_sizes(x, split_sizes, dim);

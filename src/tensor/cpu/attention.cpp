@@ -640,8 +640,7 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const T
                                                                          const Tensor& logsumexp,
                                                                          const AttentionOptions& options) {
   const char* op = "scaled_dot_product_attention_backward";
-  const AttentionGeometry g = check_attention_operands(q, k, v, options, op);
-  check_attention_backward_operands(grad_output, output, logsumexp, g, q, op);
+  const AttentionGeometry g = check_attention_backward_operands(grad_output, q, k, v, output, logsumexp, options, op);
   check_cpu(q, op);
   Tensor dq = zeros(q.sizes(), q.dtype(), q.device());
   Tensor dk = empty(k.sizes(), k.dtype(), k.device());

@@ -34,8 +34,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
   const ChannelLayout layout =
       check_batch_norm_operands(input_in, weight_in, bias_in, running_mean, running_var, training, eps);
   check_cpu(input_in, op);
-  Tensor input = contiguous(input_in), weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
-  Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  Tensor input = contiguous(input_in), weight = contiguous_if_defined(weight_in);
+  Tensor bias = contiguous_if_defined(bias_in);
   Tensor output = empty(input.sizes(), input.dtype(), input.device());
   Tensor save_mean = empty({layout.channels}, input.dtype(), input.device());
   Tensor save_invstd = empty({layout.channels}, input.dtype(), input.device());
@@ -106,7 +106,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
   check_cpu(grad_output_in, op);
 
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
   Tensor save_mean = contiguous(save_mean_in), save_invstd = contiguous(save_invstd_in);
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype(), input.device());

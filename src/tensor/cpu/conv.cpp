@@ -88,7 +88,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
   check_conv_bias(input_in, bias_in, g);
   Tensor input = contiguous(input_in), weight = contiguous(weight_in);
-  Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  Tensor bias = contiguous_if_defined(bias_in);
   Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, input.dtype(), input.device());
 #if TESSERA_X86_KERNELS
   if (use_shifted(input.dtype(), options)) {

@@ -100,12 +100,12 @@ Tensor triu(const Tensor& self, int64_t diagonal) { return triangle<false>(self,
 
 Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) {
   const char* op = "index_select";
-  Shape out_shape = index_select_shape(self_in, dim, index_in, op);
+  const IndexGeometry g = index_select_geometry(self_in, dim, index_in, op);
   check_cpu(self_in, op);
   Tensor self = contiguous(self_in), index = contiguous(index_in);
-  const AxisLayout l = axis_layout(self.sizes(), dim, op);
-  check_index_values(index, l.size, wrap_dim(dim, self.dim(), op), self, op);
-  Tensor out = empty(out_shape, self.dtype(), self.device());
+  const AxisLayout& l = g.layout;
+  check_index_values(index, l.size, g.dim, self, op);
+  Tensor out = empty(g.out_shape, self.dtype(), self.device());
   const int64_t n = index.numel();
   const size_t row_bytes = static_cast<size_t>(l.inner) * self.element_size();
   const auto* idx = static_cast<const int64_t*>(index.data_ptr());
@@ -123,11 +123,11 @@ Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) 
 
 void index_add_(Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source_in) {
   const char* op = "index_add";
-  check_index_add(self, dim, index_in, source_in);
+  const IndexGeometry g = check_index_add(self, dim, index_in, source_in);
   check_cpu(self, op);
   Tensor target = contiguous(self), index = contiguous(index_in), source = contiguous(source_in);
-  const AxisLayout l = axis_layout(target.sizes(), dim, op);
-  check_index_values(index, l.size, wrap_dim(dim, self.dim(), op), self, op);
+  const AxisLayout& l = g.layout;
+  check_index_values(index, l.size, g.dim, self, op);
   const int64_t n = index.numel();
   dispatch_numeric(target.dtype(), op, [&]<class T>() {
     T* y = static_cast<T*>(target.data_ptr());

@@ -28,6 +28,7 @@
 
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/kernel_shapes.h"
 #include "tessera/tensor/layer_kernel_shapes.h"
 
 namespace tessera::cpu {
@@ -231,8 +232,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input_in, const Shap
   const LayerNormLayout layout = check_layer_norm_operands(input_in, normalized_shape, weight_in, bias_in, eps);
   check_cpu(input_in, op);
   Tensor input = contiguous(input_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
-  Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
+  Tensor bias = contiguous_if_defined(bias_in);
   Tensor output = empty(input.sizes(), input.dtype(), input.device());
   Tensor mean = empty({layout.rows}, input.dtype(), input.device());
   Tensor rstd = empty({layout.rows}, input.dtype(), input.device());
@@ -270,7 +271,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output
   check_cpu(grad_output_in, op);
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
   Tensor mean = contiguous(mean_in), rstd = contiguous(rstd_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype(), input.device());
   if (output_mask[1]) grad_weight = zeros(normalized_shape, input.dtype(), input.device());

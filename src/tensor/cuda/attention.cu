@@ -72,16 +72,7 @@ __device__ __forceinline__ T nan_maximum(T a, T b) {
 // The maximum of `value` over a kThreads-thread block, in a fixed tree order.
 template <class T>
 __device__ T block_maximum(T value) {
-  __shared__ T shared[kThreads];
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int step = kThreads / 2; step > 0; step >>= 1) {
-    if (threadIdx.x < step) shared[threadIdx.x] = nan_maximum(shared[threadIdx.x], shared[threadIdx.x + step]);
-    __syncthreads();
-  }
-  const T result = shared[0];
-  __syncthreads();
-  return result;
+  return block_reduce(value, [](T a, T b) { return nan_maximum(a, b); });
 }
 
 // Forward: scores [rows, S] become the dropped softmax weights; lse [rows].
@@ -211,8 +202,7 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const T
                                                                          const Tensor& logsumexp,
                                                                          const AttentionOptions& options) {
   const char* op = "scaled_dot_product_attention_backward";
-  const AttentionGeometry g = check_attention_operands(q, k, v, options, op);
-  check_attention_backward_operands(grad_output, output, logsumexp, g, q, op);
+  const AttentionGeometry g = check_attention_backward_operands(grad_output, q, k, v, output, logsumexp, options, op);
   check_cuda(q, op);
   DeviceGuard guard(q.device());
   const int64_t n = g.batches, rows = n * g.queries;

@@ -130,8 +130,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
   check_cuda(input_in, "batch_norm");
   DeviceGuard guard(input_in.device());
   Tensor input = contiguous(input_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
-  Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
+  Tensor bias = contiguous_if_defined(bias_in);
   Tensor output = empty(input.sizes(), input.dtype(), input.device());
   Tensor save_mean = empty({layout.channels}, input.dtype(), input.device());
   Tensor save_invstd = empty({layout.channels}, input.dtype(), input.device());
@@ -156,7 +156,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
   check_cuda(grad_output_in, "batch_norm_backward");
   DeviceGuard guard(input_in.device());
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
   Tensor save_mean = contiguous(save_mean_in), save_invstd = contiguous(save_invstd_in);
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype(), input.device());

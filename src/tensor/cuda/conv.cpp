@@ -164,25 +164,117 @@ std::string problem_str(const ConvGeometry& g) {
                         g.out_channels, ", ", g.channels, ", ", g.kernel_h, ", ", g.kernel_w, "]");
 }
 
-// Runs one direction of `plan` with its cached algorithm or, on first use, with the first
-// of cuDNN's ranked candidates that runs (and caches that one). `ranked(requested,
-// returned, results)` asks the heuristics; `workspace_size(algorithm, bytes)` and
-// `execute(algorithm, workspace, bytes)` return cuDNN's status.
-template <class Algo, class Perf, class Ranked, class WorkspaceSize, class Execute>
-void run_direction(ConvPlan& plan, std::optional<AlgorithmChoice<Algo>>& choice, int max_candidates, bool fma_only,
-                   Device device, Ranked ranked, WorkspaceSize workspace_size, Execute execute, const char* op,
-                   const ConvGeometry& g) {
+// What every direction's cuDNN calls share: the device's cuDNN handle (leased, which
+// serialises use of the plan), the problem's plan, the TF32 policy and alpha/beta.
+struct ConvCall {
+  Device device;
+  CudnnLease cudnn;
+  ConvPlan& plan;
+  bool fma_only;  // float32 without TF32: only algorithms that compute in plain FMA math
+  CudnnScalars scalars;
+};
+
+ConvCall conv_call(Device device, const ConvGeometry& g, DType dtype, const ConvTypes& types, const char* op) {
+  const bool tf32 = allow_tf32();
+  CudnnLease cudnn = cudnn_handle(device.index);
+  ConvPlan& plan = plan_for(device.index, g, dtype, tf32, op);
+  return ConvCall{device, std::move(cudnn), plan, dtype == DType::f32 && !tf32, {.use_double = types.double_scalars}};
+}
+
+// Each direction's cuDNN entry points, overloaded on its Perf or algorithm type (as
+// PyTorch's algorithm_search<perf_t> specialisations): how many candidates the heuristics
+// may rank, the ranking, an algorithm's workspace size, and the call itself, which reads
+// `a` and `b` and writes `out`:
+//   forward          a = input,   b = weight,       out = output
+//   backward data    a = weight,  b = grad_output,  out = grad_input
+//   backward filter  a = input,   b = grad_output,  out = grad_weight
+cudnnStatus_t max_algorithm_count(cudnnHandle_t handle, int* count, cudnnConvolutionFwdAlgoPerf_t*) {
+  return cudnnGetConvolutionForwardAlgorithmMaxCount(handle, count);
+}
+cudnnStatus_t max_algorithm_count(cudnnHandle_t handle, int* count, cudnnConvolutionBwdDataAlgoPerf_t*) {
+  return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, count);
+}
+cudnnStatus_t max_algorithm_count(cudnnHandle_t handle, int* count, cudnnConvolutionBwdFilterAlgoPerf_t*) {
+  return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, count);
+}
+
+cudnnStatus_t ranked_algorithms(const ConvCall& c, int requested, int* returned,
+                                cudnnConvolutionFwdAlgoPerf_t* results) {
+  const ConvPlan& p = c.plan;
+  return cudnnGetConvolutionForwardAlgorithm_v7(c.cudnn.handle, p.input, p.weight, p.convolution, p.output, requested,
+                                                returned, results);
+}
+cudnnStatus_t ranked_algorithms(const ConvCall& c, int requested, int* returned,
+                                cudnnConvolutionBwdDataAlgoPerf_t* results) {
+  const ConvPlan& p = c.plan;
+  return cudnnGetConvolutionBackwardDataAlgorithm_v7(c.cudnn.handle, p.weight, p.output, p.convolution, p.input,
+                                                     requested, returned, results);
+}
+cudnnStatus_t ranked_algorithms(const ConvCall& c, int requested, int* returned,
+                                cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+  const ConvPlan& p = c.plan;
+  return cudnnGetConvolutionBackwardFilterAlgorithm_v7(c.cudnn.handle, p.input, p.output, p.convolution, p.weight,
+                                                       requested, returned, results);
+}
+
+cudnnStatus_t workspace_size(const ConvCall& c, cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
+  const ConvPlan& p = c.plan;
+  return cudnnGetConvolutionForwardWorkspaceSize(c.cudnn.handle, p.input, p.weight, p.convolution, p.output, algorithm,
+                                                 bytes);
+}
+cudnnStatus_t workspace_size(const ConvCall& c, cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
+  const ConvPlan& p = c.plan;
+  return cudnnGetConvolutionBackwardDataWorkspaceSize(c.cudnn.handle, p.weight, p.output, p.convolution, p.input,
+                                                      algorithm, bytes);
+}
+cudnnStatus_t workspace_size(const ConvCall& c, cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
+  const ConvPlan& p = c.plan;
+  return cudnnGetConvolutionBackwardFilterWorkspaceSize(c.cudnn.handle, p.input, p.output, p.convolution, p.weight,
+                                                        algorithm, bytes);
+}
+
+cudnnStatus_t execute(const ConvCall& c, cudnnConvolutionFwdAlgo_t algorithm, const void* a, const void* b, void* out,
+                      void* scratch, size_t bytes) {
+  const ConvPlan& p = c.plan;
+  return cudnnConvolutionForward(c.cudnn.handle, c.scalars.alpha(), p.input, a, p.weight, b, p.convolution, algorithm,
+                                 scratch, bytes, c.scalars.beta(), p.output, out);
+}
+cudnnStatus_t execute(const ConvCall& c, cudnnConvolutionBwdDataAlgo_t algorithm, const void* a, const void* b,
+                      void* out, void* scratch, size_t bytes) {
+  const ConvPlan& p = c.plan;
+  return cudnnConvolutionBackwardData(c.cudnn.handle, c.scalars.alpha(), p.weight, a, p.output, b, p.convolution,
+                                      algorithm, scratch, bytes, c.scalars.beta(), p.input, out);
+}
+cudnnStatus_t execute(const ConvCall& c, cudnnConvolutionBwdFilterAlgo_t algorithm, const void* a, const void* b,
+                      void* out, void* scratch, size_t bytes) {
+  const ConvPlan& p = c.plan;
+  return cudnnConvolutionBackwardFilter(c.cudnn.handle, c.scalars.alpha(), p.input, a, p.output, b, p.convolution,
+                                        algorithm, scratch, bytes, c.scalars.beta(), p.weight, out);
+}
+
+// Runs one direction (Perf: its cuDNN perf-result type) of the call's plan, reading `a`
+// and `b` and writing `out`, with its cached algorithm `choice` or, on first use, with the
+// first of cuDNN's ranked candidates that runs (and caches that one).
+template <class Perf>
+void run_direction(ConvCall& call, std::optional<AlgorithmChoice<decltype(Perf::algo)>>& choice, const void* a,
+                   const void* b, void* out, const char* op, const ConvGeometry& g) {
+  using Algo = decltype(Perf::algo);
+  ConvPlan& plan = call.plan;
+  const bool fma_only = call.fma_only;
+  const Device device = call.device;
   if (choice) {
     TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, choice->math));
     Tensor scratch = workspace(choice->workspace_bytes, device);
-    TS_CUDNN_CHECK(execute(choice->algorithm, data_or_null(scratch), choice->workspace_bytes));
+    TS_CUDNN_CHECK(execute(call, choice->algorithm, a, b, out, data_or_null(scratch), choice->workspace_bytes));
     return;
   }
   // Ask with the policy's math type, not whatever the previous direction left set.
   TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  int max_candidates = 0;
+  TS_CUDNN_CHECK(max_algorithm_count(call.cudnn.handle, &max_candidates, static_cast<Perf*>(nullptr)));
   std::vector<Perf> results(static_cast<size_t>(std::max(max_candidates, 1)));
   int returned = 0;
-  ranked(static_cast<int>(results.size()), &returned, results.data());
+  TS_CUDNN_CHECK(ranked_algorithms(call, static_cast<int>(results.size()), &returned, results.data()));
   std::vector<AlgorithmChoice<Algo>> candidates;
   for (int i = 0; i < returned; ++i) {
     const Perf& perf = results[static_cast<size_t>(i)];
@@ -194,7 +286,7 @@ void run_direction(ConvPlan& plan, std::optional<AlgorithmChoice<Algo>>& choice,
   const int ran = first_that_runs(candidates, [&](AlgorithmChoice<Algo>& candidate) -> std::string {
     const std::string name = detail::concat("algorithm ", static_cast<int>(candidate.algorithm));
     TS_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.convolution, candidate.math));
-    cudnnStatus_t status = workspace_size(candidate.algorithm, &candidate.workspace_bytes);
+    cudnnStatus_t status = workspace_size(call, candidate.algorithm, &candidate.workspace_bytes);
     if (status != CUDNN_STATUS_SUCCESS) return detail::concat(name, ": no workspace size (", cudnnGetErrorString(status), ")");
     Tensor scratch;
     try {
@@ -202,7 +294,7 @@ void run_direction(ConvPlan& plan, std::optional<AlgorithmChoice<Algo>>& choice,
     } catch (const CudaError&) {
       return detail::concat(name, ": its ", candidate.workspace_bytes, "-byte workspace does not fit on ", device.str());
     }
-    status = execute(candidate.algorithm, data_or_null(scratch), candidate.workspace_bytes);
+    status = execute(call, candidate.algorithm, a, b, out, data_or_null(scratch), candidate.workspace_bytes);
     if (status != CUDNN_STATUS_SUCCESS) {
       cudaGetLastError();  // a refused launch leaves nothing sticky; clear what it may have set
       return detail::concat(name, ": ", cudnnGetErrorString(status));
@@ -239,29 +331,9 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   } else {
     check_sizes(g, "conv2d");
     Tensor input = contiguous(input_in), weight = contiguous(weight_in);
-    const bool tf32 = allow_tf32();
-    CudnnLease cudnn = cudnn_handle(device.index);
-    ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d");
-    int max_candidates = 0;
-    if (!plan.forward) TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn.handle, &max_candidates));
-    const CudnnScalars scalars{.use_double = types.double_scalars};
-    run_direction<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t>(
-        plan, plan.forward, max_candidates, dtype == DType::f32 && !tf32, device,
-        [&](int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
-          TS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn.handle, plan.input, plan.weight,
-                                                                plan.convolution, plan.output, requested, returned,
-                                                                results));
-        },
-        [&](cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(cudnn.handle, plan.input, plan.weight, plan.convolution,
-                                                         plan.output, algorithm, bytes);
-        },
-        [&](cudnnConvolutionFwdAlgo_t algorithm, void* scratch, size_t bytes) {
-          return cudnnConvolutionForward(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(), plan.weight,
-                                         weight.data_ptr(), plan.convolution, algorithm, scratch, bytes,
-                                         scalars.beta(), plan.output, out.data_ptr());
-        },
-        "conv2d", g);
+    ConvCall call = conv_call(device, g, dtype, types, "conv2d");
+    run_direction<cudnnConvolutionFwdAlgoPerf_t>(call, call.plan.forward, input.data_ptr(), weight.data_ptr(),
+                                                 out.data_ptr(), "conv2d", g);
   }
   if (bias.defined()) cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
   return out;
@@ -284,29 +356,10 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
   }
   check_sizes(g, "conv2d_backward_input");
   Tensor grad_output = contiguous(grad_output_in), weight = contiguous(weight_in);
-  const bool tf32 = allow_tf32();
-  CudnnLease cudnn = cudnn_handle(device.index);
-  ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_input");
-  int max_candidates = 0;
-  if (!plan.backward_data) TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn.handle, &max_candidates));
-  const CudnnScalars scalars{.use_double = types.double_scalars};
-  run_direction<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t>(
-      plan, plan.backward_data, max_candidates, dtype == DType::f32 && !tf32, device,
-      [&](int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-        TS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn.handle, plan.weight, plan.output,
-                                                                   plan.convolution, plan.input, requested, returned,
-                                                                   results));
-      },
-      [&](cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn.handle, plan.weight, plan.output, plan.convolution,
-                                                            plan.input, algorithm, bytes);
-      },
-      [&](cudnnConvolutionBwdDataAlgo_t algorithm, void* scratch, size_t bytes) {
-        return cudnnConvolutionBackwardData(cudnn.handle, scalars.alpha(), plan.weight, weight.data_ptr(), plan.output,
-                                            grad_output.data_ptr(), plan.convolution, algorithm, scratch, bytes,
-                                            scalars.beta(), plan.input, grad_input.data_ptr());
-      },
-      "conv2d_backward_input", g);
+  ConvCall call = conv_call(device, g, dtype, types, "conv2d_backward_input");
+  run_direction<cudnnConvolutionBwdDataAlgoPerf_t>(call, call.plan.backward_data, weight.data_ptr(),
+                                                   grad_output.data_ptr(), grad_input.data_ptr(),
+                                                   "conv2d_backward_input", g);
   return grad_input;
 }
 
@@ -327,31 +380,10 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
   }
   check_sizes(g, "conv2d_backward_weight");
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
-  const bool tf32 = allow_tf32();
-  CudnnLease cudnn = cudnn_handle(device.index);
-  ConvPlan& plan = plan_for(device.index, g, dtype, tf32, "conv2d_backward_weight");
-  int max_candidates = 0;
-  if (!plan.backward_filter) {
-    TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn.handle, &max_candidates));
-  }
-  const CudnnScalars scalars{.use_double = types.double_scalars};
-  run_direction<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t>(
-      plan, plan.backward_filter, max_candidates, dtype == DType::f32 && !tf32, device,
-      [&](int requested, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-        TS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn.handle, plan.input, plan.output,
-                                                                     plan.convolution, plan.weight, requested,
-                                                                     returned, results));
-      },
-      [&](cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn.handle, plan.input, plan.output,
-                                                              plan.convolution, plan.weight, algorithm, bytes);
-      },
-      [&](cudnnConvolutionBwdFilterAlgo_t algorithm, void* scratch, size_t bytes) {
-        return cudnnConvolutionBackwardFilter(cudnn.handle, scalars.alpha(), plan.input, input.data_ptr(),
-                                              plan.output, grad_output.data_ptr(), plan.convolution, algorithm,
-                                              scratch, bytes, scalars.beta(), plan.weight, grad_weight.data_ptr());
-      },
-      "conv2d_backward_weight", g);
+  ConvCall call = conv_call(device, g, dtype, types, "conv2d_backward_weight");
+  run_direction<cudnnConvolutionBwdFilterAlgoPerf_t>(call, call.plan.backward_filter, input.data_ptr(),
+                                                     grad_output.data_ptr(), grad_weight.data_ptr(),
+                                                     "conv2d_backward_weight", g);
   return grad_weight;
 }
 

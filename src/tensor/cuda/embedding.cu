@@ -113,15 +113,7 @@ __global__ void renorm_kernel(T* weight, const int64_t* rows, int64_t dim, doubl
   }
   double norm;
   if (infinite) {
-    // The block's maximum through shared memory (block_sum's tree, with max).
-    __shared__ double shared[kThreads];
-    shared[threadIdx.x] = local;
-    __syncthreads();
-    for (int step = kThreads / 2; step > 0; step >>= 1) {
-      if (threadIdx.x < step) shared[threadIdx.x] = fmax(shared[threadIdx.x], shared[threadIdx.x + step]);
-      __syncthreads();
-    }
-    norm = shared[0];
+    norm = block_reduce(local, [](double a, double b) { return fmax(a, b); });
   } else {
     const double total = block_sum(local);
     norm = norm_type == 2.0 ? sqrt(total) : pow(total, 1.0 / norm_type);

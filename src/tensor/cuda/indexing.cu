@@ -195,13 +195,13 @@ Tensor triu(const Tensor& self, int64_t diagonal) { return triangle<false>(self,
 
 Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) {
   const char* op = "index_select";
-  Shape out_shape = index_select_shape(self_in, dim, index_in, op);
+  const IndexGeometry g = index_select_geometry(self_in, dim, index_in, op);
   check_cuda(self_in, op);
   DeviceGuard guard(self_in.device());
   Tensor self = contiguous(self_in), index = contiguous(index_in);
-  const AxisLayout l = axis_layout(self.sizes(), dim, op);
-  check_index_values(index, l.size, wrap_dim(dim, self.dim(), op), self, op);
-  Tensor out = empty(out_shape, self.dtype(), self.device());
+  const AxisLayout& l = g.layout;
+  check_index_values(index, l.size, g.dim, self, op);
+  Tensor out = empty(g.out_shape, self.dtype(), self.device());
   const int64_t total = out.numel();
   if (total == 0) return out;
   dispatch_bits(self.dtype(), [&]<class B>() {
@@ -215,12 +215,12 @@ Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) 
 
 void index_add_(Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source_in) {
   const char* op = "index_add";
-  check_index_add(self, dim, index_in, source_in);
+  const IndexGeometry g = check_index_add(self, dim, index_in, source_in);
   check_cuda(self, op);
   DeviceGuard guard(self.device());
   Tensor target = contiguous(self), index = contiguous(index_in), source = contiguous(source_in);
-  const AxisLayout l = axis_layout(target.sizes(), dim, op);
-  check_index_values(index, l.size, wrap_dim(dim, self.dim(), op), self, op);
+  const AxisLayout& l = g.layout;
+  check_index_values(index, l.size, g.dim, self, op);
   const int64_t columns = l.outer * l.inner;
   if (columns == 0 || index.numel() == 0) return;
   dispatch_numeric_on("CUDA", target.dtype(), op, [&]<class T>() {

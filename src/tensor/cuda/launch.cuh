@@ -40,21 +40,27 @@ __device__ __forceinline__ int64_t thread_index() {
 }
 __device__ __forceinline__ int64_t thread_count() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-// The sum of `value` over the threads of a kThreads-thread block, combined in a fixed tree
-// order (so results repeat run to run). Every thread of the block must call it; the value
-// is returned to all of them.
-template <class Acc>
-__device__ Acc block_sum(Acc value) {
-  __shared__ Acc shared[kThreads];
+// `value` combined over the threads of a kThreads-thread block by `combine(a, b)` (a sum,
+// a maximum), in a fixed tree order (so results repeat run to run). Every thread of the
+// block must call it; the result is returned to all of them.
+template <class T, class Combine>
+__device__ T block_reduce(T value, Combine combine) {
+  __shared__ T shared[kThreads];
   shared[threadIdx.x] = value;
   __syncthreads();
   for (int step = kThreads / 2; step > 0; step >>= 1) {
-    if (threadIdx.x < step) shared[threadIdx.x] += shared[threadIdx.x + step];
+    if (threadIdx.x < step) shared[threadIdx.x] = combine(shared[threadIdx.x], shared[threadIdx.x + step]);
     __syncthreads();
   }
-  const Acc total = shared[0];
+  const T result = shared[0];
   __syncthreads();  // the next call may overwrite shared[]
-  return total;
+  return result;
+}
+
+// The sum of `value` over the threads of a kThreads-thread block (block_reduce's order).
+template <class Acc>
+__device__ Acc block_sum(Acc value) {
+  return block_reduce(value, [](Acc a, Acc b) { return a + b; });
 }
 
 template <int N>

@@ -13,6 +13,7 @@
 #include "tessera/tensor/cuda/device_types.cuh"
 #include "tessera/tensor/cuda/launch.cuh"
 #include "tessera/tensor/cuda/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 #include "tessera/tensor/layer_kernel_shapes.h"
 
 namespace tessera::cuda {
@@ -181,8 +182,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input_in, const Shap
   DeviceGuard guard(input_in.device());
   const Device device = input_in.device();
   Tensor input = contiguous(input_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
-  Tensor bias = bias_in.defined() ? contiguous(bias_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
+  Tensor bias = contiguous_if_defined(bias_in);
   Tensor output = empty(input.sizes(), input.dtype(), device);
   const DType statistics = layer_norm_statistics_dtype(input.dtype());
   Tensor mean = empty({layout.rows}, statistics, device), rstd = empty({layout.rows}, statistics, device);
@@ -209,7 +210,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output
   const Device device = input_in.device();
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
   Tensor mean = contiguous(mean_in), rstd = contiguous(rstd_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype(), device);
   if (output_mask[1]) grad_weight = zeros(normalized_shape, input.dtype(), device);

@@ -84,7 +84,7 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& ta
   DeviceGuard guard(log_probs_in.device());
   const Device device = log_probs_in.device();
   Tensor log_probs = contiguous(log_probs_in), target = contiguous(target_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
   const int64_t rows = layout.positions(), classes = layout.classes, inner = layout.inner;
   Tensor loss = empty(nll_loss_shape(target, reduction), log_probs.dtype(), device);
   Tensor total_weight = empty({}, log_probs.dtype(), device);
@@ -115,7 +115,7 @@ Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, 
   const Device device = log_probs.device();
   Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
   Tensor total_weight = contiguous(total_weight_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  Tensor weight = contiguous_if_defined(weight_in);
   const int64_t rows = layout.positions(), classes = layout.classes, inner = layout.inner;
   TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? rows : 1), ShapeError,
            "nll_loss_backward: gradient of shape ", shape_str(grad_output.sizes()), " does not match target of shape ",

@@ -65,12 +65,21 @@ __global__ void sum_rows_kernel(const In* x, int64_t rows, int64_t inner, int64_
   }
 }
 
+// One thread a line, its elements added in order: out[part * lines + l] = the sum of
+// elements [part * per_part, ...) of line l, whose element e is x[l * line_stride +
+// e * element_stride]. The rows of a [lines, length] matrix (strides length, 1), or its
+// columns ([length, lines]: strides 1, lines), where threads of a warp take neighbouring
+// columns and read coalesced; with one part, whole lines.
 template <class In, class Acc, class Out>
-__global__ void sum_short_rows_kernel(const In* x, int64_t rows, int64_t inner, Out* out) {
-  for (int64_t row = thread_index(); row < rows; row += thread_count()) {
+__global__ void sum_lines_kernel(const In* x, int64_t lines, int64_t length, int64_t line_stride,
+                                 int64_t element_stride, int64_t parts, int64_t per_part, Out* out) {
+  for (int64_t task = thread_index(); task < parts * lines; task += thread_count()) {
+    const int64_t part = task / lines, line = task % lines;
+    const int64_t begin = part * per_part;
+    const int64_t end = begin + per_part < length ? begin + per_part : length;
     Acc acc = 0;
-    for (int64_t i = 0; i < inner; ++i) acc += static_cast<Acc>(load(x[row * inner + i]));
-    out[row] = convert<Out>(acc);
+    for (int64_t e = begin; e < end; ++e) acc += static_cast<Acc>(load(x[line * line_stride + e * element_stride]));
+    out[task] = convert<Out>(acc);
   }
 }
 
@@ -82,8 +91,8 @@ void sum_rows(const Tensor& matrix, int64_t outer, int64_t inner, Tensor& out) {
   const auto* x = static_cast<const T*>(matrix.data_ptr());
   auto* o = static_cast<T*>(out.data_ptr());
   if (inner <= kShortRow) {
-    sum_short_rows_kernel<T, Acc, T><<<blocks_for(outer), kThreads, 0, stream>>>(x, outer, inner, o);
-    TS_CUDA_CHECK_LAUNCH("sum_short_rows_kernel");
+    sum_lines_kernel<T, Acc, T><<<blocks_for(outer), kThreads, 0, stream>>>(x, outer, inner, inner, 1, 1, inner, o);
+    TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (short rows)");
     return;
   }
   const Chunking c = chunking(outer, inner);
@@ -104,22 +113,6 @@ void sum_rows(const Tensor& matrix, int64_t outer, int64_t inner, Tensor& out) {
 
 // ---- sums that read the input in place ----
 
-// out[part * columns + k] = the sum of column k over rows [part * rows_per_part, ...) of
-// x ([rows, columns]); with one part, the whole column. Threads of a warp take
-// neighbouring columns, so their reads are coalesced.
-template <class In, class Acc, class Out>
-__global__ void sum_columns_kernel(const In* x, int64_t rows, int64_t columns, int64_t parts, int64_t rows_per_part,
-                                   Out* out) {
-  for (int64_t task = thread_index(); task < parts * columns; task += thread_count()) {
-    const int64_t part = task / columns, k = task % columns;
-    const int64_t begin = part * rows_per_part;
-    const int64_t end = begin + rows_per_part < rows ? begin + rows_per_part : rows;
-    Acc acc = 0;
-    for (int64_t a = begin; a < end; ++a) acc += static_cast<Acc>(load(x[a * columns + k]));
-    out[task] = convert<Out>(acc);
-  }
-}
-
 // x is [rows, columns]; out[k] = the sum of column k. Long columns are cut into parts
 // whose partial sums ([parts, columns]) a second pass adds, so that a few columns still
 // keep the device busy.
@@ -134,18 +127,20 @@ void sum_columns(const Tensor& x, int64_t rows, int64_t columns, Tensor& out) {
   const int64_t parts = std::clamp<int64_t>(
       std::min(rows / kMinRowsPerPart, kWantedThreads / std::max<int64_t>(columns, 1)), 1, kMaxChunks);
   if (parts == 1) {
-    sum_columns_kernel<T, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(in, rows, columns, 1, rows, o);
-    TS_CUDA_CHECK_LAUNCH("sum_columns_kernel");
+    sum_lines_kernel<T, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(in, columns, rows, 1, columns, 1, rows,
+                                                                               o);
+    TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (columns)");
     return;
   }
   const int64_t rows_per_part = (rows + parts - 1) / parts;
   Tensor partial = empty({parts * columns}, std::is_same_v<Acc, double> ? DType::f64 : DType::i64, x.device());
   auto* p = static_cast<Acc*>(partial.data_ptr());
-  sum_columns_kernel<T, Acc, Acc><<<blocks_for(parts * columns), kThreads, 0, stream>>>(in, rows, columns, parts,
-                                                                                       rows_per_part, p);
-  TS_CUDA_CHECK_LAUNCH("sum_columns_kernel (parts)");
-  sum_columns_kernel<Acc, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(p, parts, columns, 1, parts, o);
-  TS_CUDA_CHECK_LAUNCH("sum_columns_kernel (partials)");
+  sum_lines_kernel<T, Acc, Acc><<<blocks_for(parts * columns), kThreads, 0, stream>>>(in, columns, rows, 1, columns,
+                                                                                     parts, rows_per_part, p);
+  TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (column parts)");
+  sum_lines_kernel<Acc, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(p, columns, parts, 1, columns, 1, parts,
+                                                                              o);
+  TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (partials)");
 }
 
 // out[task] for task = k * chunks + c: the sum of x[a, k, b] over a and b, for the c-th

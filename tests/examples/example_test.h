@@ -1,0 +1,38 @@
+// What the tests of the example programs share: the program under test, named by an
+// environment variable that meson test sets (GPT2_EXAMPLE, MNIST_EXAMPLE, ...), run with
+// arguments; the data helpers; and a checkpoint folder's "latest" pointed back at an earlier
+// step, as a run stopped there would have left it.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <tessera/tessera.h>
+
+#include "../data/data_test_support.h"
+#include "run_program.h"
+#include "test_support.h"
+
+namespace ts = tessera;
+namespace json = tessera::io::json;
+using data_test::Bytes;
+using data_test::TempDir;
+using test_support::contains;
+using Run = test_support::ProgramRun;
+
+namespace example_test {
+
+// The program `variable` names, run with `arguments` (a shell command line's rest).
+inline Run run_program_of(const char* variable, const std::string& arguments) {
+  return test_support::run_program(test_support::program_from_env(variable) + " " + arguments);
+}
+
+// Makes `checkpoints`/latest name `step_folder` ("step-00000004").
+inline void point_latest_at(const std::string& checkpoints, const std::string& step_folder) {
+  ts::io::AtomicFile pointer(checkpoints + "/latest");
+  const std::string line = step_folder + "\n";
+  pointer.write(line.data(), line.size());
+  pointer.commit();
+}
+
+}  // namespace example_test
