@@ -9,6 +9,7 @@
 #include "tessera/checkpoint/collective.h"
 #include "tessera/checkpoint/load_into.h"
 #include "tessera/checkpoint/model_source.h"
+#include "tessera/dist/new_group.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::checkpoint {
@@ -46,6 +47,10 @@ class GatheredSource final : public FlatSource {
       states.insert(states.end(), unit.state_tensors.begin(), unit.state_tensors.end());
       for (const std::string& state : states) {
         Tensor shard = native::contiguous(shards.shard(u, state));
+        // An NCCL group carries CUDA tensors only; CPU offload's shards are on the host.
+        if (group.backend() == dist::Backend::nccl && !shard.is_cuda()) {
+          shard = native::to_device(shard, Device::cuda(dist::nccl_device(group)));
+        }
         Tensor whole;
         if (view.units[u].replicated || group.size() == 1) {
           whole = shard;

@@ -188,6 +188,9 @@ void commit(Prepared& prepared, const ModelView& view, const Stateful& with) {
     }
   }
   NoGradGuard no_grad;
+  // Gathered buffers are about to hold stale values: release them first (NO_SHARD's buffer
+  // is the shard); with CPU offload this also waits until the device has read the shards.
+  fsdp::reshard(*view.model);
   for (size_t k = 0; k < view.units.size(); ++k) {
     Tensor shard = view.units[k].info.shard.detach();
     native::copy_(shard, prepared.shards[k]);
@@ -196,8 +199,6 @@ void commit(Prepared& prepared, const ModelView& view, const Stateful& with) {
     Tensor buffer = view.buffers[b].second->detach();
     native::copy_(buffer, prepared.buffers[b]);
   }
-  // Gathered buffers now hold stale values: release them (NO_SHARD's buffer is the shard).
-  fsdp::reshard(*view.model);
 }
 
 }  // namespace

@@ -14,13 +14,15 @@ double clip_grad_norm(nn::Module& root, double max_norm) {
   // Shards are disjoint and their padding holds zero gradients, so local squared norms
   // add up to the full one. NO_SHARD units hold whole, identical gradients on every rank.
   // The sum stays on the shards' device (an NCCL group carries CUDA tensors only) and is
-  // read once, after the all-reduce.
+  // read once, after the all-reduce. With CPU offload the gradients are on the host: each
+  // unit's sum moves to the device for the all-reduce.
   const Device device = state.units().empty() ? Device::cpu() : state.units().front()->device();
   Tensor total = native::zeros({}, DType::f64, device);
   for (auto& unit : state.units()) {
     Tensor grad = unit->shard().grad();
     if (!grad.defined()) continue;
     Tensor sum = nn::squared_norm(grad);
+    if (sum.device() != device) sum = native::to_device(sum, device);
     if (!unit->sharded()) sum = native::binary(native::BinaryOp::div, sum, static_cast<double>(state.group().size()));
     native::add_scaled_(total, sum, 1.0);
   }

@@ -82,7 +82,7 @@ std::vector<ParameterRef> wrap(nn::Module& module, const std::string& prefix, bo
   if (!make_unit) return unwrapped;
   state.add_unit(std::make_unique<Unit>(unit_name, module, std::move(unwrapped), state.group(), options.strategy,
                                         options.gradient_reduction, options.mixed_precision, false,
-                                        state.counters()));
+                                        state.counters(), options.offload_policy));
   return {};
 }
 
@@ -125,6 +125,8 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
   TS_CHECK(options.gradient_reduction != dist::ReduceOp::max, ValueError,
            "fully_shard: gradient_reduction must be sum or avg");
   check_mixed_precision(options);
+  TS_CHECK(!options.offload_policy || options.strategy != ShardingStrategy::no_shard, ValueError,
+           "fully_shard: CPU offload needs a sharded strategy (FULL_SHARD or SHARD_GRAD_OP), not NO_SHARD");
   if (!options.activation_checkpointing.empty()) {
     const std::vector<std::string>& types = options.activation_checkpointing;
     const int wrapped = nn::apply_activation_checkpointing(root, [&types](nn::Module& module) {
@@ -142,7 +144,7 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
   if (!rest.empty()) {
     state->add_unit(std::make_unique<Unit>("(root)", root, std::move(rest), state->group(), options.strategy,
                                            options.gradient_reduction, options.mixed_precision, true,
-                                           state->counters()));
+                                           state->counters(), options.offload_policy));
   }
   // On NCCL the gradient reductions get a communicator, and so a stream, of their own: a
   // prefetched all-gather for the next unit's backward then never queues behind the
@@ -182,7 +184,10 @@ dist::ProcessGroup& process_group(nn::Module& root) { return detail::state_of(ro
 dist::ProcessGroup* replica_group(nn::Module& root) { return detail::state_of(root).replica_group(); }
 
 void reshard(nn::Module& root) {
-  for (auto& unit : detail::state_of(root).units()) unit->reshard();
+  for (auto& unit : detail::state_of(root).units()) {
+    unit->reshard();
+    unit->wait_for_host_reads();  // CPU offload: the caller is about to write the shards
+  }
 }
 
 }  // namespace tessera::fsdp

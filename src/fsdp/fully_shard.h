@@ -95,6 +95,29 @@ struct MixedPrecision {
   bool enabled() const { return param_dtype.has_value(); }
 };
 
+// CPU offload (FSDP2's CPUOffloadPolicy): each unit's flat shard, its gradient and the
+// optimizer's state live in host memory (pinned by default, so the device's DMA engines
+// copy them directly), while the gathered parameters, the unsharded gradients and the
+// activations stay on the compute device. Before the all-gather the shard is copied host
+// -> device (queued on the compute stream, the host goes on); after the reduce-scatter the
+// gradient shard is copied device -> host and added to the shard's gradient; the
+// optimizer, given the host shards, steps on the CPU with its vectorised kernels. The
+// device then holds the unsharded buffers and activations only. A sharded strategy is
+// needed (NO_SHARD keeps whole parameters on the device). See docs/fsdp.md.
+//
+//   model.to(ts::Device::cuda(0));
+//   ts::fsdp::fully_shard(model, group, {.offload_policy = ts::fsdp::CPUOffloadPolicy{}});
+//   ts::optim::AdamW opt(model.parameters(), {.lr = 1e-4});   // host shards, CPU steps
+//
+// On a model on the CPU it moves only the accounting: shards, gradients and optimizer
+// state come from the pinned host allocator (pinned_memory_stats()), the rest from the
+// CPU's (memory_stats()), which is how the tests check the boundary without a GPU.
+struct CPUOffloadPolicy {
+  // Pinned (page-locked) host memory (pinned_host_allocator()); false: pageable memory,
+  // whose copies are staged through the runtime's pinned buffers and waited for.
+  bool pin_memory = true;
+};
+
 struct FullyShardOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
   WrapPolicy wrap_policy{};
@@ -117,6 +140,8 @@ struct FullyShardOptions {
   // recomputes it in backward, gathered again for it (nn/checkpoint.h). Exact: losses and
   // gradients are bit-identical with it on or off.
   std::vector<std::string> activation_checkpointing{};
+  // CPU offload; unset: everything stays on the compute device.
+  std::optional<CPUOffloadPolicy> offload_policy{};
 };
 
 void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options = {});
@@ -152,7 +177,9 @@ dist::ProcessGroup& process_group(nn::Module& root);
 dist::ProcessGroup* replica_group(nn::Module& root);
 // Frees every unit's gathered parameters, leaving each rank its shards (NO_SHARD keeps its
 // whole flat parameters, which are its shards): what a forward does after each unit, for
-// code that changed the shards behind the gathered copies (loading a checkpoint).
+// code that changes the shards behind the gathered copies (loading a checkpoint): call it
+// before writing them. With CPU offload it also waits until the device has read the host
+// shards (their copies to the device for the all-gathers do not wait).
 // ValueError when `root` is not sharded.
 void reshard(nn::Module& root);
 
@@ -244,6 +271,9 @@ struct MemoryReport {
   int64_t all_gathered_bytes = 0;     // bytes received by all-gathers, cumulative
   int64_t reduce_scattered_bytes = 0; // bytes fed to reduce-scatters (NO_SHARD: all-reduces), cumulative
   int64_t all_gathers = 0, reduce_scatters = 0;
+  // CPU offload: the parameter and gradient shards above are in host memory (pinned when
+  // the policy says so), not on the compute device; the unsharded figures are on the device.
+  bool offloaded = false;
   // Hybrid sharding: the gradient shards' all-reduces across replicas, the only bytes that
   // leave the shard group (everything above stays within it). 0 without a mesh.
   int replicas = 1;

@@ -13,9 +13,11 @@ void FsdpState::register_memory_holders() {
       if (unit->device() != device) continue;
       const std::string name = "FSDP unit '" + unit->name() + "'" + of;
       const int64_t element = static_cast<int64_t>(element_size(unit->layout().dtype()));
-      out.push_back({"parameter shard of " + name, unit->shard().numel() * element});
+      // CPU offload: the shards are in host memory, not in this device's allocator.
+      const bool shards_here = unit->shard().device() == device && !unit->shard().is_pinned();
+      if (shards_here) out.push_back({"parameter shard of " + name, unit->shard().numel() * element});
       const Tensor gradient = unit->shard().grad();
-      if (gradient.defined()) out.push_back({"gradient shard of " + name, gradient.numel() * element});
+      if (shards_here && gradient.defined()) out.push_back({"gradient shard of " + name, gradient.numel() * element});
       if (unit->sharded() && unit->gathered_bytes() > 0) out.push_back({"gathered parameters of " + name, unit->gathered_bytes()});
       if (unit->unsharded_gradient_bytes() > 0) out.push_back({"unsharded gradient of " + name, unit->unsharded_gradient_bytes()});
     }

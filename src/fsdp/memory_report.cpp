@@ -11,6 +11,7 @@ MemoryReport memory_report(nn::Module& root) {
   report.rank = state.group().rank();
   report.world_size = state.group().size();
   report.units = static_cast<int>(state.units().size());
+  report.offloaded = state.options().offload_policy.has_value();
   for (auto& unit : state.units()) {
     const FlatLayout& layout = unit->layout();
     int64_t element_bytes = static_cast<int64_t>(element_size(layout.dtype()));
@@ -63,7 +64,8 @@ std::string MemoryReport::str() const {
   if (replicas > 1) out << " of replica " << replica << "/" << replicas;
   out << ": " << units << " units; shards " << mib(parameter_shard_bytes)
       << " MiB params + " << mib(gradient_shard_bytes) << " MiB grads (" << padding_elements
-      << " padding elements); unsharded peak " << mib(peak_unsharded_parameter_bytes) << " MiB params + "
+      << " padding elements)" << (offloaded ? " offloaded to the host" : "") << "; unsharded peak "
+      << mib(peak_unsharded_parameter_bytes) << " MiB params + "
       << mib(peak_unsharded_gradient_bytes) << " MiB grads (largest unit " << mib(largest_unit_bytes)
       << " MiB); all-gathered " << mib(all_gathered_bytes)
       << " MiB in " << all_gathers << ", reduce-scattered " << mib(reduce_scattered_bytes) << " MiB in "

@@ -197,6 +197,21 @@ std::optional<RowWeight> FsdpState::row_weight() {
                    .factor = native::binary(native::BinaryOp::div, native::to_dtype(mine, DType::f64), total)};
 }
 
+void FsdpState::wait_for_offloaded_reads() {
+  // CPU offload: the optimizer writes the host shards next. One wait for the device covers
+  // every unit's copies (usually already run: the last gradient's copy to the host waited).
+  Unit* waiting = nullptr;
+  for (auto& unit : units_) {
+    if (!unit->host_reads_in_flight()) continue;
+    if (waiting == nullptr) {
+      waiting = unit.get();
+      waiting->wait_for_host_reads();
+    } else {
+      unit->host_reads_done();
+    }
+  }
+}
+
 void FsdpState::abandon_backward() {
   for (auto& unit : units_) {
     unit->abandon_backward();
@@ -218,6 +233,7 @@ void FsdpState::finish_backward() {
   for (auto& unit : units_) {
     if (!unit->is_root()) unit->reshard();
   }
+  wait_for_offloaded_reads();
   if (!no_sync) rows_ = 0;  // inside no_sync the rows add up until the reduction
   row_weight_.reset();
   in_backward_ = false;

@@ -53,6 +53,7 @@ class FsdpState final : public nn::ModuleAttachment {
   // (called by the next forward), so that a caught error leaves the model usable.
   void abandon_backward();
   void finish_unit(Unit& unit);
+  void wait_for_offloaded_reads();  // CPU offload, at the end of backward (offload.cpp says why)
   void finish_pending_reduction();
   // Mixed precision's casts of a unit's forward input and output (in place, recorded by autograd).
   void cast_forward_input(Tensor& input) const;

@@ -72,7 +72,7 @@ std::string Unit::context(std::string_view step) const {
 
 Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> parameters, dist::ProcessGroup& group,
            ShardingStrategy strategy, dist::ReduceOp gradient_reduction, const MixedPrecision& mixed_precision,
-           bool is_root, Counters& counters)
+           bool is_root, Counters& counters, const std::optional<CPUOffloadPolicy>& offload)
     : name_(std::move(name)),
       module_(module),
       parameters_(std::move(parameters)),
@@ -81,7 +81,8 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
       gradient_reduction_(gradient_reduction),
       is_root_(is_root),
       sharded_(strategy != ShardingStrategy::no_shard),
-      counters_(counters) {
+      counters_(counters),
+      offload_(offload) {
   DType dtype = DType::f32;
   std::vector<FlatEntry> entries = entries_of(name_, parameters_, dtype, device_);
   description_ = unit_description(name_ == "(root)" ? "'(root)'" : "'" + name_ + "'", parameters_);
@@ -106,8 +107,9 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
   // A group of one rank holds the whole flat parameter as its shard: the shard is then the
   // gathered buffer too (as NO_SHARD's), so that no second copy exists and nothing is
   // gathered, as PyTorch's FSDP switches to NO_SHARD at world size 1. Not with mixed
-  // precision, whose gathered buffer has another dtype.
-  shard_is_full_ = !sharded_ || (group.size() == 1 && param_dtype_ == dtype && reduce_dtype_ == dtype);
+  // precision, whose gathered buffer has another dtype, nor with CPU offload, whose shard
+  // lives on the host while the gathered buffer is on the compute device.
+  shard_is_full_ = !sharded_ || (group.size() == 1 && !offload_ && param_dtype_ == dtype && reduce_dtype_ == dtype);
   if (shard_is_full_) {
     full_storage_->resize(static_cast<size_t>(padded_bytes()));
     native::fill_(full_, 0.0);
@@ -116,7 +118,15 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
 
   // This rank's shard: the parameters' elements in its range, zero in gaps and padding.
   ElementRange range = shard_range();
-  Tensor shard = shard_is_full_ ? full_ : native::zeros({layout_.shard_numel()}, dtype, device_);
+  Tensor shard;
+  if (shard_is_full_) {
+    shard = full_;
+  } else if (offload_ && offload_->pin_memory) {
+    shard = native::empty_pinned({layout_.shard_numel()}, dtype);
+    native::fill_(shard, 0.0);
+  } else {
+    shard = native::zeros({layout_.shard_numel()}, dtype, offload_ ? Device::cpu() : device_);
+  }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     ElementRange part = layout_.overlap(i, range);
     if (part.empty()) continue;
@@ -175,7 +185,7 @@ void Unit::start_gather() {
   if (state_ != State::released) return;
   allocate_full();
   // Mixed precision gathers the shard cast to param_dtype (the cast copy lives in the Work).
-  Tensor source = shard_.detach();
+  Tensor source = offload_ ? shard_on_device(true) : shard_.detach();
   if (mixed_precision()) source = native::to_dtype(source, param_dtype_);
   in_context(context("all-gathering its parameters"),
              [&] { pending_gather_ = group_.all_gather_into_async(full_, source); });
@@ -263,6 +273,7 @@ void Unit::finish_reduction() {
   Tensor reduced = std::move(reducing_into_);
   all_reduce_across_replicas(reduced);
   if (reduced.dtype() != layout_.dtype()) reduced = native::to_dtype(reduced, layout_.dtype());
+  if (offload_) reduced = to_host(reduced);
   Tensor existing = shard_.grad();
   if (existing.defined()) {
     native::add_scaled_(existing, reduced, 1.0);
@@ -302,6 +313,7 @@ void Unit::write_back() {
   if (shard_is_full_ || state_ == State::released) return;
   wait_gathered();
   NoGradGuard no_grad;
+  wait_for_host_reads();
   ElementRange range = shard_range();
   Tensor mine = native::narrow(full_, 0, range.begin, range.size());
   native::copy_(shard_, mine);
@@ -316,8 +328,9 @@ Tensor Unit::gather_full_precision() {
   NoGradGuard no_grad;
   Tensor flat = native::empty({layout_.padded_numel()}, layout_.dtype(), device_);
   if (sharded_) {
+    Tensor source = offload_ ? shard_on_device(false) : shard_.detach();
     in_context(context("all-gathering its full-precision parameters"),
-               [&] { group_.all_gather_into(flat, shard_.detach()); });
+               [&] { group_.all_gather_into(flat, source); });
   } else {
     native::copy_(flat, shard_.detach());
   }
@@ -340,6 +353,7 @@ void Unit::end_full_precision_summon(bool writeback) {
       native::copy_(view, slot);
     }
     ElementRange range = shard_range();
+    wait_for_host_reads();
     native::copy_(shard_, native::narrow(summoned_, 0, range.begin, range.size()));
   }
   for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].slot->set_data(view_of(i));
@@ -352,7 +366,8 @@ void Unit::load_parameter(size_t index, const Tensor& full) {
   ElementRange range = shard_range();
   ElementRange part = layout_.overlap(index, range);
   if (part.empty()) return;
-  Tensor flat = native::view(native::contiguous(native::to_device(full, device_)), {-1});
+  Tensor flat = native::view(native::contiguous(native::to_device(full, shard_.device())), {-1});
+  wait_for_host_reads();
   Tensor destination = native::narrow(shard_, 0, part.begin - range.begin, part.size());
   native::copy_(destination, native::narrow(flat, 0, part.begin - entry.offset, part.size()));
 }

@@ -70,10 +70,11 @@ class Unit {
   // Builds the layout, fills this rank's shard from the parameters (deferred ones slice by
   // slice), and points every parameter at its view of the (not yet gathered) full buffer.
   // With mixed precision the shard keeps the parameters' dtype and the gathered buffer
-  // (what the parameters view) is in its param_dtype.
+  // (what the parameters view) is in its param_dtype. With an offload policy the shard
+  // (and later its gradient) is in host memory; everything else stays on the device.
   Unit(std::string name, nn::Module& module, std::vector<ParameterRef> parameters, dist::ProcessGroup& group,
        ShardingStrategy strategy, dist::ReduceOp gradient_reduction, const MixedPrecision& mixed_precision,
-       bool is_root, Counters& counters);
+       bool is_root, Counters& counters, const std::optional<CPUOffloadPolicy>& offload = std::nullopt);
   ~Unit();
   Unit(const Unit&) = delete;
   Unit& operator=(const Unit&) = delete;
@@ -86,7 +87,17 @@ class Unit {
   // The optimizer-visible flat shard (for NO_SHARD, the whole flat parameter).
   Tensor& shard() { return shard_; }
   bool sharded() const { return sharded_; }
+  // The compute device: the gathered parameters', the unsharded gradient's (and, without
+  // offload, the shard's).
   Device device() const { return device_; }
+  // CPU offload: the shard and its gradient are in host memory.
+  bool offloaded() const { return offload_.has_value(); }
+  // CPU offload: a non-blocking copy of the host shard to the device may not have run yet
+  // (offload.cpp). wait_for_host_reads() waits for the device when so; host_reads_done()
+  // is for a caller that has waited for the device itself.
+  bool host_reads_in_flight() const;
+  void wait_for_host_reads();
+  void host_reads_done();
   // True when the gathered parameters have another dtype than the shard.
   bool mixed_precision() const { return param_dtype_ != layout_.dtype(); }
 
@@ -169,6 +180,10 @@ class Unit {
   std::string context(std::string_view step) const;
   ElementRange shard_range() const { return layout_.shard_range(sharded_ ? group_.rank() : 0); }
   void all_reduce_across_replicas(const Tensor& reduced);  // hybrid.cpp
+  // CPU offload's two copies (offload.cpp): the host shard to the compute device (queued,
+  // not waited for, from pinned memory), and a reduced gradient shard to the host.
+  Tensor shard_on_device(bool non_blocking);
+  Tensor to_host(const Tensor& on_device) const;
   int64_t padded_bytes() const;    // the gathered buffer, in param_dtype
   int64_t gradient_bytes() const;  // the unsharded gradient, in reduce_dtype
 
@@ -189,6 +204,8 @@ class Unit {
   Device device_;
   DType param_dtype_ = DType::f32;
   DType reduce_dtype_ = DType::f32;
+  std::optional<CPUOffloadPolicy> offload_;
+  bool host_reads_in_flight_ = false;  // a non-blocking copy of the host shard may still run
 
   Tensor shard_;
   std::shared_ptr<Storage> full_storage_;  // the gathered buffer; 0 bytes when released

@@ -35,8 +35,8 @@ std::vector<Optimizer::StateSlot> Adadelta::state_slots(size_t) const {
 void Adadelta::update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) {
   if (state.empty()) {
     state.insert("step", full({}, 0.0, {.dtype = DType::f64}));
-    state.insert("square_avg", zeros_like(param));
-    state.insert("acc_delta", zeros_like(param));
+    state.insert("square_avg", zeros_state(param));
+    state.insert("acc_delta", zeros_state(param));
   }
   // Adadelta's update does not read the step; PyTorch counts it for checkpoints.
   state.at("step").fill_(state.at("step").item<double>() + 1.0);

@@ -67,10 +67,10 @@ void Adam::update(size_t group, Tensor& param, const Tensor& grad, StateDict& st
   const AdamOptions& o = options(group);
   if (state.empty()) {
     state.insert("step", full({}, 0.0, {.dtype = DType::f64}));
-    state.insert("exp_avg", zeros_like(param));
-    state.insert("exp_avg_sq", zeros_like(param));
+    state.insert("exp_avg", zeros_state(param));
+    state.insert("exp_avg_sq", zeros_state(param));
   }
-  if (o.amsgrad && !state.contains("max_exp_avg_sq")) state.insert("max_exp_avg_sq", zeros_like(param));
+  if (o.amsgrad && !state.contains("max_exp_avg_sq")) state.insert("max_exp_avg_sq", zeros_state(param));
   // PyTorch keeps the step in a float tensor and reads it back as a Python float.
   const double step = state.at("step").item<double>() + 1.0;
   state.at("step").fill_(step);

@@ -8,6 +8,7 @@
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/nn/sharded_parameter.h"
 #include "tessera/tensor/factory.h"
+#include "tessera/tensor/native.h"
 #include "tessera/tensor/shape.h"
 
 namespace tessera::optim {
@@ -46,6 +47,13 @@ bool parse_indexed(const std::string& key, const std::string& prefix, size_t& in
 }
 
 }  // namespace
+
+Tensor Optimizer::zeros_state(const Tensor& param) {
+  if (!param.is_pinned()) return zeros_like(param);
+  Tensor state = native::empty_pinned(param.sizes(), param.dtype());
+  native::fill_(state, 0.0);
+  return state;
+}
 
 void Optimizer::add_group_params(std::vector<Tensor> params) {
   const size_t first = params_.size();
@@ -326,7 +334,8 @@ std::vector<StateDict> Optimizer::states_from(const StateDict& state) const {
       }
       // A private copy in the dtype and on the device of what steps, as PyTorch casts on load.
       const Tensor values = target_of(index).values;
-      states[index].insert(name, value.detach().to(values.dtype()).to(values.device()).clone().contiguous());
+      Tensor loaded = value.detach().to(values.dtype()).to(values.device()).clone().contiguous();
+      states[index].insert(name, values.is_pinned() ? loaded.pin_memory() : loaded);
     } else {
       if (value.numel() != 1 || !is_floating(value.dtype())) {
         problems.push_back("'" + key + "' should be a one-element floating tensor, got " + value.str());

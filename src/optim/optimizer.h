@@ -109,6 +109,11 @@ class Optimizer {
     bool required;     // present in every parameter's state once it has stepped
   };
 
+  // A per-element state tensor for `param`: zeros beside it, on its device and, when it is
+  // pinned (FSDP's CPU offload), in pinned host memory too, so the optimizer's state lives
+  // with the host shards.
+  static Tensor zeros_state(const Tensor& param);
+
   // Appends a group of `params` (checked: defined, floating leaves, none already in this
   // optimizer, no flat shard together with an original parameter it holds).
   void add_group_params(std::vector<Tensor> params);

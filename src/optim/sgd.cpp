@@ -60,7 +60,7 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, StateDict& sta
   const SGDOptions& o = options(group);
   bool first_step = false;
   if (o.momentum != 0.0 && !state.contains("momentum_buffer")) {
-    state.insert("momentum_buffer", zeros_like(param));
+    state.insert("momentum_buffer", zeros_state(param));
     first_step = true;
   }
   Tensor buffer = o.momentum != 0.0 ? state.at("momentum_buffer") : Tensor();

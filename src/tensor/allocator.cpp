@@ -12,6 +12,7 @@
 
 #if TESSERA_HAS_CUDA
 #include "tessera/tensor/cuda/cuda_allocator.h"
+#include "tessera/tensor/cuda/pinned_host.h"
 #endif
 
 namespace tessera {
@@ -41,19 +42,36 @@ void Allocator::record_deallocation(size_t nbytes) { current_.fetch_sub(static_c
 
 namespace {
 
+// Where a host allocator's blocks come from: pageable memory (aligned_alloc) or, for
+// pinned host memory (pinned_host_allocator), page-locked memory from the CUDA runtime.
+struct HostMemorySource {
+  const char* what;  // for messages: "host memory", "pinned host memory"
+  void* (*allocate)(size_t alignment, size_t bytes);  // null when the system has no more
+  void (*free)(void* block);
+  bool limited;  // bounded by a memory limit (the CPU device's), or never (pinned memory)
+};
+
+void* allocate_pageable(size_t alignment, size_t bytes) { return std::aligned_alloc(alignment, bytes); }
+void free_pageable(void* block) { std::free(block); }
+
+constexpr HostMemorySource kPageable{"host memory", allocate_pageable, free_pageable, true};
+
 // 64-byte aligned host memory (a cache line and a full AVX-512 vector), with freed blocks
 // kept per rounded size and handed out again. A step of a training loop asks for the same
 // sizes every time, so after the first step it is served from the cache: no system call
 // and, above all, no page faults on fresh multi-megabyte blocks (one per 4 KiB touched).
 // The cache holds at most kCacheLimit bytes (more is freed at once) and is emptied when
-// the system runs out of memory; TESSERA_CPU_CACHING=0 turns it off.
-class CpuAllocator final : public Allocator {
+// the system runs out of memory; TESSERA_CPU_CACHING=0 turns it off. The pinned host
+// allocator is one of these over page-locked memory (for which caching matters more:
+// cudaHostAlloc takes milliseconds).
+class HostAllocator final : public Allocator {
  public:
-  CpuAllocator() {
+  explicit HostAllocator(HostMemorySource source) : source_(source) {
     const char* setting = std::getenv("TESSERA_CPU_CACHING");
     caching_ = setting == nullptr || std::string_view(setting) != "0";
+    if (!source_.limited) set_limit(kNoLimit);
   }
-  ~CpuAllocator() override { release_cached(); }
+  ~HostAllocator() override { release_cached(); }
 
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
@@ -77,14 +95,14 @@ class CpuAllocator final : public Allocator {
         return;
       }
     }
-    std::free(data);
+    source_.free(data);
     held_.fetch_sub(static_cast<int64_t>(rounded));
   }
 
   void release_cached() override {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, blocks] : free_blocks_) {
-      for (void* block : blocks) std::free(block);
+      for (void* block : blocks) source_.free(block);
       record_cached(-static_cast<int64_t>(size * blocks.size()));
       held_.fetch_sub(static_cast<int64_t>(size * blocks.size()));
     }
@@ -116,14 +134,14 @@ class CpuAllocator final : public Allocator {
                                  held_.load());
       }
     }
-    void* data = std::aligned_alloc(kAlignment, rounded);
+    void* data = source_.allocate(kAlignment, rounded);
     if (data == nullptr) {
       release_cached();
-      data = std::aligned_alloc(kAlignment, rounded);
+      data = source_.allocate(kAlignment, rounded);
     }
     if (data == nullptr) {
       held_.fetch_sub(static_cast<int64_t>(rounded));
-      throw OutOfMemoryError(detail::concat("out of host memory allocating ", nbytes, " bytes (",
+      throw OutOfMemoryError(detail::concat("out of ", source_.what, " allocating ", nbytes, " bytes (",
                                             format_bytes(static_cast<int64_t>(nbytes)), "); ",
                                             format_bytes(stats().current_bytes), " are in use by tensors"));
     }
@@ -152,6 +170,7 @@ class CpuAllocator final : public Allocator {
     return data;
   }
 
+  HostMemorySource source_;
   bool caching_ = true;
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_blocks_;
@@ -163,7 +182,7 @@ class CpuAllocator final : public Allocator {
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) {
-    static CpuAllocator cpu_allocator;
+    static HostAllocator cpu_allocator(kPageable);
     return cpu_allocator;
   }
 #if TESSERA_HAS_CUDA
@@ -172,6 +191,25 @@ Allocator& allocator_for(Device device) {
   throw NotCompiledError(detail::concat("device ", device.str(),
                                         " requested, but Tessera was built without CUDA support"));
 #endif
+}
+
+Allocator& pinned_host_allocator() {
+  // Page-locked through the CUDA runtime when there is a device to transfer to; otherwise
+  // (a CPU-only build or machine) plain host memory under its own counters, so that code
+  // and tests of pinned tensors (FSDP's CPU offload) run the same everywhere.
+  // Never destroyed: freeing page-locked memory at static destruction would race the CUDA
+  // runtime's own teardown (the operating system reclaims it at exit).
+  static HostAllocator* pinned_allocator = [] {
+#if TESSERA_HAS_CUDA
+    if (cuda::is_available()) {
+      return new HostAllocator({"pinned host memory",
+                                [](size_t, size_t bytes) { return cuda::allocate_pinned_host(bytes); },
+                                cuda::free_pinned_host, false});
+    }
+#endif
+    return new HostAllocator({"pinned host memory", allocate_pageable, free_pageable, false});
+  }();
+  return *pinned_allocator;
 }
 
 }  // namespace tessera

@@ -70,7 +70,15 @@ class Allocator {
 // The allocator for `device`. CUDA allocators exist only when CUDA support is compiled in.
 Allocator& allocator_for(Device device);
 
+// Pinned (page-locked) host memory, for tensors the device copies to and from directly
+// (Tensor::pin_memory(), FSDP's CPU offload). cudaHostAlloc'd when CUDA is available;
+// otherwise ordinary host memory, still counted here and not in memory_stats(cpu), so
+// what lives in pinned memory is measurable on any machine. A memory limit (memory_limit.h)
+// bounds devices' allocators, not this one.
+Allocator& pinned_host_allocator();
+
 inline MemoryStats memory_stats(Device device = Device::cpu()) { return allocator_for(device).stats(); }
+inline MemoryStats pinned_memory_stats() { return pinned_host_allocator().stats(); }
 inline void reset_peak_memory(Device device = Device::cpu()) { allocator_for(device).reset_peak(); }
 inline void release_cached_memory(Device device = Device::cpu()) { allocator_for(device).release_cached(); }
 

@@ -52,13 +52,17 @@ void copy_(Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dst.device() != src.device()) {
     // Cross-device: stage a contiguous copy of the source with the destination's dtype.
+    // A pinned host side is transferred directly (and waited for, as torch's default).
     Tensor staged = contiguous(to_dtype(src, dst.dtype()));
+    auto host_side = [](const Tensor& host) { return host.is_pinned() ? HostSide::pinned : HostSide::pageable; };
     if (staged.sizes() == dst.sizes() && dst.is_contiguous()) {
-      copy_bytes(dst.data_ptr(), dst.device(), staged.data_ptr(), staged.device(), dst.nbytes());
+      copy_bytes(dst.data_ptr(), dst.device(), staged.data_ptr(), staged.device(), dst.nbytes(),
+                 host_side(dst.device().is_cpu() ? dst : staged));
       return;
     }
     Tensor moved = empty(staged.sizes(), staged.dtype(), dst.device());
-    copy_bytes(moved.data_ptr(), moved.device(), staged.data_ptr(), staged.device(), staged.nbytes());
+    copy_bytes(moved.data_ptr(), moved.device(), staged.data_ptr(), staged.device(), staged.nbytes(),
+               host_side(staged.device().is_cpu() ? staged : moved));
     copy_(dst, moved);
     return;
   }
@@ -87,6 +91,15 @@ Tensor to_dtype(const Tensor& self, DType dtype) {
 Tensor to_device(const Tensor& self, Device device) {
   if (self.device() == device) return self;
   Tensor out = empty(self.sizes(), self.dtype(), device);
+  copy_(out, self);
+  return out;
+}
+
+Tensor pin_memory(const Tensor& self) {
+  TS_CHECK(self.device().is_cpu(), DeviceError, "pin_memory: ", self.str(),
+           " is not on the host; only host memory can be pinned");
+  if (self.is_pinned()) return self;
+  Tensor out = empty_pinned(self.sizes(), self.dtype());
   copy_(out, self);
   return out;
 }

@@ -25,6 +25,7 @@ using ::tessera::Reduction;
 // Creation.
 Tensor empty(const Shape& shape, DType dtype, Device device);
 Tensor empty_like(const Tensor& like);
+Tensor empty_pinned(const Shape& shape, DType dtype);  // host memory from pinned_host_allocator()
 Tensor zeros(const Shape& shape, DType dtype, Device device);
 Tensor full(const Shape& shape, double value, DType dtype, Device device);
 Tensor arange(double start, double end, double step, DType dtype, Device device);
@@ -55,6 +56,7 @@ Tensor contiguous(const Tensor& self);  // self when already contiguous
 Tensor clone(const Tensor& self);
 Tensor to_dtype(const Tensor& self, DType dtype);
 Tensor to_device(const Tensor& self, Device device);
+Tensor pin_memory(const Tensor& self);  // a pinned copy (self when already pinned)
 
 // Element-wise ops with NumPy broadcasting. Comparisons and the logical ops give bool (the
 // logical ops read any dtype as "nonzero"); arithmetic is not defined on bool.

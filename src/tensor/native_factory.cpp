@@ -15,6 +15,17 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  for (int64_t s : shape) TS_CHECK(s >= 0, ShapeError, "empty_pinned: negative size in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage =
+      std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * element_size(dtype), Device::cpu(), true);
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
 Tensor empty_like(const Tensor& like) { return empty(like.sizes(), like.dtype(), like.device()); }
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }

@@ -18,12 +18,19 @@ Storage::Storage(size_t nbytes, Device device) : device_(device) { resize(nbytes
 Storage::Storage(size_t nbytes, Device device, PendingInit pending)
     : nbytes_(nbytes), device_(device), pending_(std::move(pending)) {}
 
-Storage::~Storage() {
-  if (data_ != nullptr) allocator_for(device_).deallocate(data_, nbytes_);
+Storage::Storage(size_t nbytes, Device device, bool pinned) : device_(device), pinned_(pinned) {
+  TS_CHECK(!pinned || device.is_cpu(), DeviceError, "only host memory can be pinned, not ", device.str(), " memory");
+  resize(nbytes);
 }
 
+Storage::~Storage() {
+  if (data_ != nullptr) allocator().deallocate(data_, nbytes_);
+}
+
+Allocator& Storage::allocator() const { return pinned_ ? pinned_host_allocator() : allocator_for(device_); }
+
 void Storage::resize(size_t nbytes) {
-  Allocator& allocator = allocator_for(device_);
+  Allocator& allocator = this->allocator();
   if (data_ != nullptr) allocator.deallocate(data_, nbytes_);
   data_ = nullptr;
   nbytes_ = 0;
@@ -47,15 +54,16 @@ void Storage::materialize() {
   }
 }
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, HostSide host) {
   if (nbytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, nbytes);
     return;
   }
 #if TESSERA_HAS_CUDA
-  cuda::copy_bytes(dst, dst_device, src, src_device, nbytes);
+  cuda::copy_bytes(dst, dst_device, src, src_device, nbytes, host);
 #else
+  (void)host;
   throw NotCompiledError("copy between host and CUDA memory: Tessera was built without CUDA support");
 #endif
 }

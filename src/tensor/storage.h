@@ -6,6 +6,11 @@
 // module tree is built) and so that FSDP can fill each rank's shard without ever
 // allocating the full parameter.
 //
+// A host storage may be pinned (page-locked: pinned_host_allocator() in allocator.h): the
+// device's DMA engines then copy straight to and from it, with no staging copy, and a copy
+// to the device can run while the host goes on (HostSide::pinned_non_blocking below).
+// Tensor::pin_memory() makes one, FSDP's CPU offload keeps its shards in them.
+//
 // resize() exists for FSDP too: a unit's unsharded buffer is released after forward
 // (resize(0)) and re-gathered into the same Storage before backward, so tensors that
 // autograd saved during forward see the gathered values again.
@@ -20,6 +25,10 @@
 #include "tessera/tensor/random.h"
 
 namespace tessera {
+class Allocator;
+}
+
+namespace tessera {
 
 struct PendingInit {
   InitRule rule;
@@ -32,6 +41,8 @@ class Storage {
  public:
   Storage(size_t nbytes, Device device);
   Storage(size_t nbytes, Device device, PendingInit pending);  // deferred
+  // Host memory from the pinned allocator (`pinned` true; `device` must be the CPU).
+  Storage(size_t nbytes, Device device, bool pinned);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -43,6 +54,7 @@ class Storage {
   }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  bool pinned() const { return pinned_; }
 
   bool is_deferred() const { return pending_.has_value(); }
   // The rule a deferred storage will be filled with; null once materialised.
@@ -60,14 +72,28 @@ class Storage {
   const std::string& released_note() const { return released_note_; }
 
  private:
+  Allocator& allocator() const;
+
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  bool pinned_ = false;
   std::optional<PendingInit> pending_;
   std::string released_note_;
 };
 
+// How a copy between the host and a device may treat its host side.
+enum class HostSide {
+  pageable,  // any host memory: staged through the runtime's pinned buffers
+  pinned,    // pinned memory: transferred directly; done (both ways) when the call returns
+  // Pinned memory, host to device: queued on the device's compute stream and not waited
+  // for (torch's non_blocking=True). The host bytes must not change until the device has
+  // run the copy (any later host wait on that stream, e.g. a copy back, ensures it).
+  pinned_non_blocking,
+};
+
 // Copies raw bytes between devices (host <-> CUDA goes through the CUDA runtime).
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                HostSide host = HostSide::pageable);
 
 }  // namespace tessera

@@ -80,6 +80,8 @@ void* Tensor::data_ptr() const {
   return base + impl_->offset * static_cast<int64_t>(element_size());
 }
 
+bool Tensor::is_pinned() const { return defined() && impl_->storage->pinned(); }
+
 Tensor Tensor::detach() const {
   check_defined("detach");
   auto impl = std::make_shared<TensorImpl>();

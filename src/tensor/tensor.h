@@ -104,6 +104,11 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
   Tensor cpu() const { return to(Device::cpu()); }
+  // A copy in pinned (page-locked) host memory, which the device copies to and from
+  // directly (allocator.h: pinned_host_allocator); this tensor when it is pinned already.
+  // Host tensors only, as torch.Tensor.pin_memory().
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor contiguous() const;
   Tensor clone() const;
   // Shares storage, never requires grad.

@@ -167,6 +167,8 @@ std::vector<OpCase> op_cases() {
        [](L x) { return x[0].expand({2, 3, 4}) * ts::arange(24, {.dtype = DType::f64}).view({2, 3, 4}); }},
       {"contiguous clone", [] { return TensorList{leaf({3, 4}, 65, -1, 1, true)}; },
        [](L x) { return x[0].contiguous().clone() * ts::arange(12, {.dtype = DType::f64}).view({3, 4}); }},
+      {"pin_memory", [] { return TensorList{leaf({2, 3}, 65)}; },
+       [](L x) { return x[0].pin_memory() * ts::arange(6, {.dtype = DType::f64}).view({2, 3}); }},
       {"to dtype", [] { return TensorList{leaf({3}, 66)}; },
        [](L x) { return x[0].to(DType::f32).to(DType::f64) * 0.0 + x[0] * 2.0; }},
       {"cat stack", [] { return TensorList{leaf({2, 3}, 67), leaf({1, 3}, 68)}; },

@@ -411,6 +411,9 @@ std::vector<OpCase> op_cases() {
        [](L x) { return one(x[0].squeeze(1).unsqueeze(0).expand({2, 3}) * x[0].expand({2, 3, 4}).sum({2}).squeeze()); }},
       {"contiguous clone", floats, [](DType d) { return TensorList{uniform({3, 4}, 97, d, -1, 1, true)}; },
        [](L x) { return one(x[0].contiguous().clone() * 2.0); }},
+      // Through pinned host memory and back: direct DMA both ways on a GPU.
+      {"pin_memory round trip", floats, [](DType d) { return TensorList{uniform({3, 4}, 198, d)}; },
+       [](L x) { return one(x[0].cpu().pin_memory().to(x[0].device()) * 2.0); }},
       {"to dtype", floats, [](DType d) { return TensorList{uniform({3, 7}, 98, d)}; },
        [](L x) {
          Tensor other = x[0].to(x[0].dtype() == DType::f32 ? DType::f64 : DType::f32);

@@ -288,6 +288,24 @@ TEST_CASE("the allocator counts current and peak bytes") {
   CHECK(buffer.at<float>({12}) == 3.0f);
 }
 
+TEST_CASE("pin_memory copies into the pinned allocator, counted apart from the CPU's") {
+  ts::Tensor t = ts::arange(6, {.dtype = DType::f64}).view({2, 3});
+  CHECK_FALSE(t.is_pinned());
+  const int64_t cpu_before = ts::memory_stats().current_bytes;
+  const int64_t pinned_before = ts::pinned_memory_stats().current_bytes;
+  ts::Tensor pinned = t.pin_memory();
+  CHECK(pinned.is_pinned());
+  CHECK(pinned.device() == ts::Device::cpu());
+  CHECK(pinned.to_vector<double>() == t.to_vector<double>());
+  CHECK(ts::pinned_memory_stats().current_bytes - pinned_before == 48);
+  CHECK(ts::memory_stats().current_bytes == cpu_before);
+  CHECK(pinned.pin_memory().is_same(pinned));  // already pinned: itself
+  CHECK_FALSE((pinned * 2.0).is_pinned());     // results of ops are ordinary memory, as in PyTorch
+  CHECK_FALSE(pinned.clone().is_pinned());
+  pinned = ts::Tensor();
+  CHECK(ts::pinned_memory_stats().current_bytes == pinned_before);
+}
+
 TEST_CASE("deferred storage materialises on first use with its init rule") {
   ts::PendingInit pending{ts::InitRule::uniform(-1, 1), DType::f32, "layer.weight", 3};
   auto storage = std::make_shared<ts::Storage>(40, ts::Device::cpu(), pending);

@@ -159,6 +159,13 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
+Tensor Tensor::pin_memory() const {
+  if (is_pinned()) return *this;
+  Tensor out = native::pin_memory(*this);
+  if (needs_grad({*this})) record("PinMemoryBackward", {*this}, {out}, [](const TensorList& g) { return TensorList{g[0]}; });
+  return out;
+}
+
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = native::cat(tensors, dim);
   if (needs_grad(tensors)) {

@@ -8,6 +8,7 @@
 #include "tessera/tensor/cuda/check.h"
 #include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/device.h"
+#include "tessera/tensor/storage.h"
 
 namespace tessera::cuda {
 
@@ -37,7 +38,8 @@ void check_device_index(int device);
 
 // Copies raw bytes where at least one side is a CUDA device (see host_copy.cpp): ordered
 // on the devices' compute streams; a copy to the host has finished when this returns, a
-// copy from the host may still be in flight (its source has already been staged).
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+// copy from the host may still be in flight (its source has already been staged, or is
+// pinned memory the caller keeps unchanged: HostSide::pinned_non_blocking).
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, HostSide host);
 
 }  // namespace tessera::cuda

@@ -12,6 +12,10 @@
 // are still queued). Between two devices, the copy runs on the destination's stream after
 // an event from the source's, and the source's stream waits for it before anything can
 // reuse the source's memory: no host wait either.
+//
+// A host side in pinned memory (HostSide in storage.h: a pinned tensor's storage) needs no
+// staging: the transfer reads or writes it directly, and from the host it may be queued
+// without waiting (FSDP's offloaded shards going to the all-gather).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -23,6 +27,7 @@
 #include "tessera/tensor/cuda/block_pool.h"
 #include "tessera/tensor/cuda/cuda_allocator.h"
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/pinned_host.h"
 #include "tessera/tensor/cuda/stream.h"
 
 namespace tessera::cuda {
@@ -144,6 +149,15 @@ void device_to_host(void* dst, int device, const void* src, size_t nbytes) {
   }
 }
 
+// Directly between pinned host memory and the device, on the compute stream; waited for
+// unless `wait` is false (host to device only).
+void pinned_transfer(void* dst, const void* src, size_t nbytes, int device, cudaMemcpyKind kind, bool wait) {
+  DeviceGuard guard(device);
+  cudaStream_t stream = compute_stream(device);
+  TS_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
+  if (wait) wait_for_stream(stream, device);
+}
+
 void device_to_device(void* dst, int dst_device, const void* src, int src_device, size_t nbytes) {
   if (dst_device == src_device) {
     DeviceGuard guard(dst_device);
@@ -168,10 +182,30 @@ void device_to_device(void* dst, int dst_device, const void* src, int src_device
 
 }  // namespace
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+void* allocate_pinned_host(size_t bytes) {
+  void* data = nullptr;
+  const cudaError_t status = cudaHostAlloc(&data, bytes, cudaHostAllocPortable);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  TS_CUDA_CHECK(status);
+  return data;
+}
+
+void free_pinned_host(void* block) {
+  if (cudaFreeHost(block) != cudaSuccess) cudaGetLastError();
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, HostSide host) {
   if (nbytes == 0) return;
   if (dst_device.is_cuda() && src_device.is_cuda()) {
     device_to_device(dst, dst_device.index, src, src_device.index, nbytes);
+  } else if (host != HostSide::pageable) {
+    const bool to_device = dst_device.is_cuda();
+    pinned_transfer(dst, src, nbytes, to_device ? dst_device.index : src_device.index,
+                    to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                    !(to_device && host == HostSide::pinned_non_blocking));
   } else if (dst_device.is_cuda()) {
     host_to_device(dst, dst_device.index, src, nbytes);
   } else {
