@@ -198,10 +198,15 @@ TEST_CASE("cpu offload: a model whose training state does not fit under the devi
   };
   const fsdp::FullyShardOptions offloaded{.offload_policy = fsdp::CPUOffloadPolicy{}};
   const int64_t plain_peak = peak_of({}), offloaded_peak = peak_of(offloaded);
-  const int64_t state = 4 * shard_bytes(*sharded_model({}));  // shards, gradients, 2 x Adam
+  const int64_t shards = shard_bytes(*sharded_model({}));
+  const int64_t state = 4 * shards;  // shards, gradients, 2 x Adam
   MESSAGE("compute allocator peak: ", plain_peak, " bytes without offload, ", offloaded_peak, " with (training state ",
           state, " bytes)");
-  CHECK(plain_peak - offloaded_peak >= state / 2);
+  // At one rank the plain run keeps no gathered copy (its shard is the gathered buffer), so
+  // offload saves the training state less what offload itself puts on the compute device:
+  // the shard's device copy for the all-gather, the gathered parameters and their unsharded
+  // gradient, each at most the model's unsharded bytes (its shard bytes at one rank).
+  CHECK(plain_peak - offloaded_peak >= state - 3 * shards);
   // A limit half way between: the plain run fails with the holders named, the offloaded one trains.
   ts::release_cached_memory(ts::Device::cpu());
   const int64_t held = ts::memory_stats(ts::Device::cpu()).reserved_bytes;
