@@ -275,8 +275,10 @@ TEST_CASE("fsdp on cuda with cpu offload: shards, gradients and optimizer state 
           " with; pinned: ", offloaded.pinned, " bytes (shards ", offloaded.shards, ")");
   CHECK(plain.pinned == 0);
   CHECK(offloaded.pinned == 4 * offloaded.shards);  // shards, gradient shards, Adam's two states
-  // The device no longer holds those four: at least two of them leave its peak (the
-  // offloaded run adds a transient device copy of a shard for each all-gather, and fc1 is
-  // 97% of this network; with the CPU standing in the peak drops by 3.0 shards).
-  CHECK(plain.device_peak - offloaded.device_peak >= 2 * offloaded.shards);
+  // The device no longer holds those four. At one rank the plain run keeps no gathered copy
+  // (its shard is the gathered buffer), while the offloaded run puts up to three unsharded
+  // copies on the device: the shard's device copy for the all-gather, the gathered
+  // parameters and their unsharded gradient (fc1 is 97% of this network). So the peak drops
+  // by at least 4 - 3 = 1 shard; with the CPU standing in, by 1.02 shards.
+  CHECK(plain.device_peak - offloaded.device_peak >= offloaded.shards);
 }
