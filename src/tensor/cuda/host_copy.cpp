@@ -45,14 +45,8 @@ class PinnedMemory final : public MemorySource {
   void* allocate_segment(size_t bytes) override {
     if (total_ + bytes > kPinnedLimit) return nullptr;  // the pool waits for queued transfers instead
     DeviceGuard guard(device_);
-    void* data = nullptr;
-    const cudaError_t status = cudaHostAlloc(&data, bytes, cudaHostAllocPortable);
-    if (status == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    TS_CUDA_CHECK(status);
-    total_ += bytes;
+    void* data = allocate_pinned_host(bytes);
+    if (data != nullptr) total_ += bytes;
     return data;
   }
 
