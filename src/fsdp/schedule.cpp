@@ -200,14 +200,14 @@ std::optional<RowWeight> FsdpState::row_weight() {
 void FsdpState::wait_for_offloaded_reads() {
   // CPU offload: the optimizer writes the host shards next. One wait for the device covers
   // every unit's copies (usually already run: the last gradient's copy to the host waited).
-  Unit* waiting = nullptr;
+  bool waited = false;
   for (auto& unit : units_) {
     if (!unit->host_reads_in_flight()) continue;
-    if (waiting == nullptr) {
-      waiting = unit.get();
-      waiting->wait_for_host_reads();
-    } else {
+    if (waited) {
       unit->host_reads_done();
+    } else {
+      unit->wait_for_host_reads();
+      waited = true;
     }
   }
 }
