@@ -97,6 +97,12 @@ TEST_CASE("Adam's first step moves each element by about lr") {
 TEST_CASE("options are checked with messages naming the value") {
   ts::Tensor p = leaf({1.0});
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {}), doctest::Contains("lr is required"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}), "SGD: lr is required (as in PyTorch): SGD(params, {.lr = 0.01}), or in every "
+                       "group's options", ts::ValueError);
+  CHECK(optim::SGD({p}, {.lr = 0.1}).type_name() == "SGD");
+  CHECK(optim::Adam({p}).type_name() == "Adam");
+  CHECK(optim::AdamW({p}).type_name() == "AdamW");
+  CHECK(optim::Adadelta({p}).type_name() == "Adadelta");
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = -0.1}), doctest::Contains("invalid learning rate -0.1"),
                        ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = 0.1, .momentum = -1}), doctest::Contains("momentum"), ts::ValueError);
