@@ -60,7 +60,7 @@ class LRScheduler {
  protected:
   // The values a setting may take; a ValueError names the setting otherwise.
   enum class Range {
-    positive,                // an integer > 0
+    positive,                // > 0
     non_negative,            // a finite number >= 0
     unit_interval,           // [0, 1]
     positive_unit_interval,  // (0, 1]
