@@ -1,7 +1,10 @@
-// float exp and erf for element loops the compiler vectorises (GELU, erf): libm's
-// expf/erff/tanhf are calls the vectoriser cannot inline, which made GELU 3x slower than
-// PyTorch's vectorised kernel. Every function here is straight-line float arithmetic
-// (selects, no branches, no tables), so a loop over them becomes SIMD code on any target.
+// float exp and erf for GELU's and erf's element loops: libm's expf/erff/tanhf are calls
+// no loop over them can vectorise. Every function here is straight-line float arithmetic
+// (selects, no branches, no tables), so that a compiler may vectorise a loop over them
+// (GCC 12 does with -march=native, not for the x86-64-v3 baseline, where the selects stay
+// branches), and cpu/gelu.cpp's AVX-512 rows repeat them lane by lane. The fused
+// multiply-adds are the std::fma calls; compiled with -ffp-contract=off (as gelu.cpp is)
+// nothing else is fused, which is what makes those rows give the same bits.
 //
 // Accuracy over float inputs, against a float64 reference (tests/tensor/test_vector_math.cpp):
 // exp within 1 ulp (it flushes results below the smallest normal float, 1.2e-38, to 0),
@@ -67,17 +70,19 @@ inline float exp(float x) {
   return x < kMin ? 0.0f : (x > kMax ? std::numeric_limits<float>::infinity() : (x == x ? result : x));
 }
 
+// erfc_tail's R(w): minimax fit (tools/fit_erfc_tail.py), constant term first.
+inline constexpr float kErfcTailCoefficients[] = {0.45977863524460666f,    -0.11680761191508991f,   0.012094333516401542f,
+                                                 0.010664737726645777f,   -0.010031571445987137f,  0.005454284663139325f,
+                                                 -0.0019446138283543087f, 0.00022889888314619276f, 6.744692133082584e-05f,
+                                                 -0.00020080947364284644f, 0.0006112846611130111f, -0.0004053189611628287f,
+                                                 -0.00010907127697777374f, 0.00012232230857707712f};
+
 // erfc(t) for t >= 2/3 (0 once exp(-t^2) underflows, from t = 9.35).
 inline float erfc_tail(float t_in) {
-  constexpr float kR[] = {0.45977863524460666f,    -0.11680761191508991f,   0.012094333516401542f,
-                          0.010664737726645777f,   -0.010031571445987137f,  0.005454284663139325f,
-                          -0.0019446138283543087f, 0.00022889888314619276f, 6.744692133082584e-05f,
-                          -0.00020080947364284644f, 0.0006112846611130111f, -0.0004053189611628287f,
-                          -0.00010907127697777374f, 0.00012232230857707712f};
   const float t = t_in < 10.0f ? t_in : 10.0f;  // keeps t^2's split finite for t = inf
   const float u = 1.0f / t;
   const float w = (u - 0.8f) * (1.0f / 0.7f);  // u in [0.1, 1.5] mapped to [-1, 1]
-  const float r = horner(w, kR);
+  const float r = horner(w, kErfcTailCoefficients);
   const float square = t * t, square_low = std::fma(t, t, -square);  // t^2 = square + square_low exactly
   return exp(-square) * (1.0f - square_low) * (u * r);
 }
