@@ -628,6 +628,9 @@ inline DType cumsum_dtype(const Tensor& self) {
   return is_floating(self.dtype()) ? self.dtype() : DType::i64;
 }
 
+// The op a triangle kernel computes, as messages name it.
+inline const char* triangle_name(Triangle part) { return part == Triangle::lower ? "tril" : "triu"; }
+
 // tril and triu act on the last two dims of a tensor of at least 2.
 inline void check_triangle(const Tensor& self, const char* op) {
   check_defined(self, op);
