@@ -21,21 +21,22 @@ using autograd::TensorList;
 using native::BinaryOp;
 using native::UnaryOp;
 
-// Records a one-input op: `backward(grad)` maps the gradient of `out` to that of x.
+// As record() (callers check needs_grad first, so that a closure's captures are made only
+// when it is recorded), for the shapes several ops share.
+
+// A one-input op: `backward(grad)` maps the gradient of `out` to that of x.
 template <class Backward>
 void record_unary(const char* name, const Tensor& x, const Tensor& out, Backward backward) {
-  if (!needs_grad({x})) return;
   record(name, {x}, {out},
          [backward = std::move(backward)](const TensorList& g) { return TensorList{backward(g[0])}; });
 }
 
-// Records a normalisation of (input, weight, bias) into `out` (batch_norm, layer_norm):
+// A normalisation of (input, weight, bias) into `out` (batch_norm, layer_norm):
 // `backward(grad, mask)` is its backward kernel, returning the three gradients for the
 // output mask of which want one (an undefined weight or bias none).
 template <class Backward>
 void record_normalization(const char* name, const Tensor& input, const Tensor& weight, const Tensor& bias,
                           const Tensor& out, Backward backward) {
-  if (!needs_grad({input, weight, bias})) return;
   const auto wants = [](const Tensor& t) { return t.defined() && t.requires_grad(); };
   const std::array<bool, 3> mask{wants(input), wants(weight), wants(bias)};
   record(name, {input, weight, bias}, {out}, [backward = std::move(backward), mask](const TensorList& g) {
