@@ -17,7 +17,7 @@ ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) {
 }
 
 ModuleList& ModuleList::append(std::shared_ptr<Module> module) {
-  TS_CHECK(module != nullptr, ValueError, "ModuleList: cannot append a null module");
+  TS_CHECK(module != nullptr, ValueError, type_name(), ": cannot append a null module");
   modules_.push_back(std::move(module));
   register_module(std::to_string(modules_.size() - 1), *modules_.back());
   return *this;
@@ -30,19 +30,24 @@ ModuleList& ModuleList::extend(const std::vector<std::shared_ptr<Module>>& modul
 
 size_t ModuleList::position(int64_t index) const {
   const int64_t size = static_cast<int64_t>(modules_.size());
-  TS_CHECK(index >= -size && index < size, IndexError, "ModuleList",
+  TS_CHECK(index >= -size && index < size, IndexError, type_name(),
            path().empty() ? std::string() : " '" + path() + "'", ": index ", index, " is out of range for ", size,
            " modules");
   return static_cast<size_t>(index < 0 ? index + size : index);
 }
 
 std::string ModuleList::describe(size_t index) const {
-  return "ModuleList entry '" + where_of(*this, std::to_string(index)) + "'";
+  return type_name() + " entry '" + where_of(*this, std::to_string(index)) + "'";
 }
 
 Tensor ModuleList::forward(Tensor) {
   throw Error("ModuleList" + (path().empty() ? std::string() : " '" + path() + "'") +
               " is a container and has no forward: iterate over its modules and call them");
+}
+
+Tensor Sequential::forward(Tensor input) {
+  for (Module& module : *this) input = module(std::move(input));
+  return input;
 }
 
 ModuleDict::ModuleDict(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> items) {

@@ -1,7 +1,8 @@
-// torch.nn.ModuleList and torch.nn.ModuleDict: containers that hold modules, register them
-// as children (so parameters, state dicts, train/eval, to() and FSDP's wrap policies see
-// them under PyTorch's names: "h.0.attn.weight", "transformer.wte.weight") and are never
-// called themselves.
+// torch.nn.ModuleList, torch.nn.Sequential and torch.nn.ModuleDict: containers that hold
+// modules and register them as children (so parameters, state dicts, train/eval, to() and
+// FSDP's wrap policies see them under PyTorch's names: "h.0.attn.weight",
+// "transformer.wte.weight"). ModuleList and ModuleDict are never called themselves; a
+// Sequential is a ModuleList whose forward runs its modules in order.
 //
 //   struct GPT : ts::nn::Module {
 //     ts::nn::ModuleList h;
@@ -104,6 +105,20 @@ class ModuleList : public Module {
   std::string describe(size_t index) const;
 
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Runs its modules in order; they are named "0", "1", ... as in PyTorch, and indexed,
+// iterated and extended as a ModuleList's.
+//
+//   ts::nn::Sequential mlp;
+//   mlp.emplace<ts::nn::Linear>(784, 128);
+//   mlp.emplace<ts::nn::ReLU>();
+//   ts::nn::Sequential head{std::make_shared<ts::nn::Linear>(128, 10), std::make_shared<ts::nn::LogSoftmax>(1)};
+class Sequential : public ModuleList {
+ public:
+  using ModuleList::ModuleList;
+  Tensor forward(Tensor input) override;
+  bool is_container() const override { return false; }  // it is called: FSDP may make it a unit
 };
 
 class ModuleDict : public Module {

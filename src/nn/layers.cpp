@@ -177,16 +177,4 @@ std::string BatchNorm2d::extra_repr() const {
 
 std::string Flatten::extra_repr() const { return detail::concat("start_dim=", start_dim_, ", end_dim=", end_dim_); }
 
-Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
-  TS_CHECK(module != nullptr, ValueError, "Sequential: cannot add a null module");
-  modules_.push_back(std::move(module));
-  register_module(std::to_string(modules_.size() - 1), *modules_.back());
-  return *this;
-}
-
-Tensor Sequential::forward(Tensor input) {
-  for (auto& module : modules_) input = (*module)(std::move(input));
-  return input;
-}
-
 }  // namespace tessera::nn

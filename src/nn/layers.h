@@ -7,6 +7,7 @@
 
 #include "tessera/autograd/functions.h"
 #include "tessera/nn/activation.h"  // LogSoftmax, which lived here
+#include "tessera/nn/containers.h"  // Sequential, which lived here
 #include "tessera/nn/module.h"
 #include "tessera/tensor/size2.h"
 
@@ -160,30 +161,6 @@ class Flatten : public Module {
 
  private:
   int64_t start_dim_, end_dim_;
-};
-
-// Runs its modules in order; they are named "0", "1", ... as in PyTorch.
-//
-//   ts::nn::Sequential mlp;
-//   mlp.emplace<ts::nn::Linear>(784, 128);
-//   mlp.emplace<ts::nn::ReLU>();
-class Sequential : public Module {
- public:
-  Sequential() = default;
-  Sequential& push_back(std::shared_ptr<Module> module);
-  template <class M, class... Args>
-  M& emplace(Args&&... args) {
-    auto module = std::make_shared<M>(std::forward<Args>(args)...);
-    M& ref = *module;
-    push_back(std::move(module));
-    return ref;
-  }
-  Tensor forward(Tensor input) override;
-  size_t size() const { return modules_.size(); }
-  Module& operator[](size_t index) { return *modules_.at(index); }
-
- private:
-  std::vector<std::shared_ptr<Module>> modules_;
 };
 
 }  // namespace tessera::nn

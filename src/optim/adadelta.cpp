@@ -14,18 +14,11 @@
 
 namespace tessera::optim {
 
-Adadelta::Adadelta(std::vector<Tensor> params, const AdadeltaOptions& options)
-    : Adadelta(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, options) {}
-
-Adadelta::Adadelta(std::vector<ParamGroup> groups, const AdadeltaOptions& defaults) : OptimizerWithGroups(defaults) {
-  add_param_groups(std::move(groups));
-}
-
-void Adadelta::validate(const AdadeltaOptions& o) const {
-  TS_CHECK(o.lr >= 0.0, ValueError, "Adadelta: invalid learning rate ", o.lr, " (must be >= 0)");
-  TS_CHECK(o.rho >= 0.0 && o.rho <= 1.0, ValueError, "Adadelta: invalid rho ", o.rho, " (must be in [0, 1])");
-  TS_CHECK(o.eps >= 0.0, ValueError, "Adadelta: invalid eps ", o.eps, " (must be >= 0)");
-  TS_CHECK(o.weight_decay >= 0.0, ValueError, "Adadelta: invalid weight_decay ", o.weight_decay, " (must be >= 0)");
+void AdadeltaOptions::validate(const std::string& optimizer) const {
+  TS_CHECK(lr >= 0.0, ValueError, optimizer, ": invalid learning rate ", lr, " (must be >= 0)");
+  TS_CHECK(rho >= 0.0 && rho <= 1.0, ValueError, optimizer, ": invalid rho ", rho, " (must be in [0, 1])");
+  TS_CHECK(eps >= 0.0, ValueError, optimizer, ": invalid eps ", eps, " (must be >= 0)");
+  TS_CHECK(weight_decay >= 0.0, ValueError, optimizer, ": invalid weight_decay ", weight_decay, " (must be >= 0)");
 }
 
 std::vector<Optimizer::StateSlot> Adadelta::state_slots(size_t) const {

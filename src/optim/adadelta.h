@@ -12,6 +12,8 @@
 // State: "step" (0-d float64), "square_avg" (v), "acc_delta" (u).
 #pragma once
 
+#include <string>
+
 #include "tessera/optim/optimizer.h"
 
 namespace tessera::optim {
@@ -23,6 +25,9 @@ struct AdadeltaOptions {
   double weight_decay = 0.0;
   bool maximize = false;
 
+  static constexpr const char* optimizer_name = "Adadelta";
+  // PyTorch's checks: ValueError, prefixed by `optimizer`, for a value out of range.
+  void validate(const std::string& optimizer) const;
   // Every hyper-parameter under PyTorch's name, in its order (also on AdadeltaGroupOptions).
   template <class Options, class Visit>
   static void visit(Options& o, Visit&& visit) {
@@ -45,14 +50,11 @@ struct AdadeltaGroupOptions {
 
 class Adadelta : public OptimizerWithGroups<AdadeltaOptions, AdadeltaGroupOptions> {
  public:
-  Adadelta(std::vector<Tensor> params, const AdadeltaOptions& options = {});
-  Adadelta(std::vector<ParamGroup> groups, const AdadeltaOptions& defaults = {});
-  std::string type_name() const override { return "Adadelta"; }
+  using OptimizerWithGroups::OptimizerWithGroups;  // Adadelta(params, options = {}), Adadelta(groups, defaults = {})
 
  protected:
   void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) override;
   std::vector<StateSlot> state_slots(size_t group) const override;
-  void validate(const AdadeltaOptions& options) const override;
 };
 
 }  // namespace tessera::optim

@@ -29,31 +29,20 @@ AdamOptions adam_options(const AdamWOptions& o) {
 
 }  // namespace
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
-    : Adam(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, options, false) {}
-
-Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults) : Adam(std::move(groups), defaults, false) {}
-
-Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled_weight_decay)
-    : OptimizerWithGroups(defaults), decoupled_weight_decay_(decoupled_weight_decay) {
-  add_param_groups(std::move(groups));
-}
-
 AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
-    : Adam(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, adam_options(options), true) {}
+    : Adam("AdamW", {ParamGroup{std::move(params)}}, adam_options(options)) {}
 
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults)
-    : Adam(std::move(groups), adam_options(defaults), true) {}
+    : Adam("AdamW", std::move(groups), adam_options(defaults)) {}
 
-void Adam::validate(const AdamOptions& o) const {
-  const std::string name = type_name();
-  TS_CHECK(o.lr >= 0.0, ValueError, name, ": invalid learning rate ", o.lr, " (must be >= 0)");
-  TS_CHECK(o.eps >= 0.0, ValueError, name, ": invalid eps ", o.eps, " (must be >= 0)");
-  TS_CHECK(o.betas[0] >= 0.0 && o.betas[0] < 1.0, ValueError, name, ": invalid beta1 ", o.betas[0],
+void AdamOptions::validate(const std::string& optimizer) const {
+  TS_CHECK(lr >= 0.0, ValueError, optimizer, ": invalid learning rate ", lr, " (must be >= 0)");
+  TS_CHECK(eps >= 0.0, ValueError, optimizer, ": invalid eps ", eps, " (must be >= 0)");
+  TS_CHECK(betas[0] >= 0.0 && betas[0] < 1.0, ValueError, optimizer, ": invalid beta1 ", betas[0],
            " (must be in [0, 1))");
-  TS_CHECK(o.betas[1] >= 0.0 && o.betas[1] < 1.0, ValueError, name, ": invalid beta2 ", o.betas[1],
+  TS_CHECK(betas[1] >= 0.0 && betas[1] < 1.0, ValueError, optimizer, ": invalid beta2 ", betas[1],
            " (must be in [0, 1))");
-  TS_CHECK(o.weight_decay >= 0.0, ValueError, name, ": invalid weight_decay ", o.weight_decay, " (must be >= 0)");
+  TS_CHECK(weight_decay >= 0.0, ValueError, optimizer, ": invalid weight_decay ", weight_decay, " (must be >= 0)");
 }
 
 std::vector<Optimizer::StateSlot> Adam::state_slots(size_t group) const {
@@ -78,6 +67,7 @@ void Adam::update(size_t group, Tensor& param, const Tensor& grad, StateDict& st
   const double bias_correction1 = 1.0 - std::pow(o.betas[0], step);
   const double bias_correction2 = 1.0 - std::pow(o.betas[1], step);
   Tensor max_exp_avg_sq = o.amsgrad ? state.at("max_exp_avg_sq") : Tensor();
+  const bool decoupled = decouples_weight_decay();
   dispatch_floating(param.dtype(), type_name() + ".step", [&]<class T>() {
     // The bias corrections and the step size are Python doubles, cast where they meet a tensor.
     const detail::AdamScalars<T> s{.beta1 = static_cast<T>(o.betas[0]),
@@ -89,8 +79,8 @@ void Adam::update(size_t group, Tensor& param, const Tensor& grad, StateDict& st
                                    .decay_factor = static_cast<T>(1.0 - o.lr * o.weight_decay),
                                    .bias_correction2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
                                    .negative_step_size = static_cast<T>(-(o.lr / bias_correction1)),
-                                   .coupled_decay = o.weight_decay != 0.0 && !decoupled_weight_decay_,
-                                   .decoupled_decay = decoupled_weight_decay_,
+                                   .coupled_decay = o.weight_decay != 0.0 && !decoupled,
+                                   .decoupled_decay = decoupled,
                                    .amsgrad = o.amsgrad,
                                    .maximize = o.maximize};
     T* p = param.data_ptr<T>();

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 
 #include "tessera/optim/optimizer.h"
 
@@ -29,6 +30,9 @@ struct AdamOptions {
   bool amsgrad = false;
   bool maximize = false;
 
+  static constexpr const char* optimizer_name = "Adam";
+  // PyTorch's checks: ValueError, prefixed by `optimizer` (Adam or AdamW), for a value out of range.
+  void validate(const std::string& optimizer) const;
   // Every hyper-parameter under PyTorch's name, in its order (also on AdamGroupOptions).
   template <class Options, class Visit>
   static void visit(Options& o, Visit&& visit) {
@@ -63,19 +67,13 @@ struct AdamGroupOptions {
 
 class Adam : public OptimizerWithGroups<AdamOptions, AdamGroupOptions> {
  public:
-  Adam(std::vector<Tensor> params, const AdamOptions& options = {});
-  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults = {});
-  std::string type_name() const override { return decoupled_weight_decay_ ? "AdamW" : "Adam"; }
+  using OptimizerWithGroups::OptimizerWithGroups;  // Adam(params, options = {}), Adam(groups, defaults = {})
 
  protected:
-  // AdamW shares everything but where weight decay enters.
-  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled_weight_decay);
   void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) override;
   std::vector<StateSlot> state_slots(size_t group) const override;
-  void validate(const AdamOptions& options) const override;
-
- private:
-  bool decoupled_weight_decay_;
+  // AdamW shares everything but where weight decay enters.
+  virtual bool decouples_weight_decay() const { return false; }
 };
 
 // Adam with decoupled weight decay (Loshchilov and Hutter). Its options() are AdamOptions
@@ -84,6 +82,9 @@ class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults = {});
+
+ protected:
+  bool decouples_weight_decay() const override { return true; }
 };
 
 }  // namespace tessera::optim

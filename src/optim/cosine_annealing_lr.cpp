@@ -6,8 +6,6 @@
 #include <cmath>
 #include <numbers>
 
-#include "tessera/tensor/error.h"
-
 namespace tessera::optim {
 namespace {
 
@@ -19,46 +17,28 @@ int64_t python_modulo(int64_t a, int64_t b) { return ((a % b) + b) % b; }
 }  // namespace
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min, int64_t last_epoch)
-    : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
-  start(last_epoch, {{"T_max", &T_max_}, {"eta_min", &eta_min_}});
+    : LRScheduler(optimizer, "CosineAnnealingLR"), T_max_(T_max), eta_min_(eta_min) {
+  start(last_epoch, {{"T_max", &T_max_, Range::positive}, {"eta_min", &eta_min_, Range::non_negative}});
 }
 
-void CosineAnnealingLR::check_settings(const std::string& where) const {
-  TS_CHECK(T_max_ > 0, ValueError, where, ": T_max must be positive, got ", T_max_);
-  TS_CHECK(std::isfinite(eta_min_) && eta_min_ >= 0.0, ValueError, where, ": invalid eta_min ", eta_min_);
-}
-
-std::vector<double> CosineAnnealingLR::get_lr() const {
+double CosineAnnealingLR::get_lr(size_t group, double lr) const {
   const auto epoch = static_cast<double>(last_epoch());
   const auto T_max = static_cast<double>(T_max_);
-  std::vector<double> lrs = current_lrs();
-  if (last_epoch() == 0) return lrs;
+  const double base_lr = base_lrs()[group];
+  if (last_epoch() == 0) return lr;
   if (step_count() == 1 && last_epoch() > 0) {  // built with last_epoch > -1: from the base
-    for (size_t g = 0; g < lrs.size(); ++g) {
-      lrs[g] = eta_min_ + (base_lrs()[g] - eta_min_) * (1.0 + std::cos(epoch * kPi / T_max)) / 2.0;
-    }
-    return lrs;
+    return eta_min_ + (base_lr - eta_min_) * (1.0 + std::cos(epoch * kPi / T_max)) / 2.0;
   }
   if (python_modulo(last_epoch() - 1 - T_max_, 2 * T_max_) == 0) {  // the bottom: turn back up
-    for (size_t g = 0; g < lrs.size(); ++g) {
-      lrs[g] = lrs[g] + (base_lrs()[g] - eta_min_) * (1.0 - std::cos(kPi / T_max)) / 2.0;
-    }
-    return lrs;
+    return lr + (base_lr - eta_min_) * (1.0 - std::cos(kPi / T_max)) / 2.0;
   }
-  for (double& lr : lrs) {
-    lr = (1.0 + std::cos(kPi * epoch / T_max)) / (1.0 + std::cos(kPi * (epoch - 1.0) / T_max)) * (lr - eta_min_) +
+  return (1.0 + std::cos(kPi * epoch / T_max)) / (1.0 + std::cos(kPi * (epoch - 1.0) / T_max)) * (lr - eta_min_) +
          eta_min_;
-  }
-  return lrs;
 }
 
-std::vector<double> CosineAnnealingLR::closed_form_lr() const {
+double CosineAnnealingLR::closed_form_lr(size_t group) const {
   const auto epoch = static_cast<double>(last_epoch());
-  std::vector<double> lrs;
-  for (double base_lr : base_lrs()) {
-    lrs.push_back(eta_min_ + (base_lr - eta_min_) * (1.0 + std::cos(kPi * epoch / static_cast<double>(T_max_))) / 2.0);
-  }
-  return lrs;
+  return eta_min_ + (base_lrs()[group] - eta_min_) * (1.0 + std::cos(kPi * epoch / static_cast<double>(T_max_))) / 2.0;
 }
 
 }  // namespace tessera::optim

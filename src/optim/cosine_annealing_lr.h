@@ -22,14 +22,12 @@ namespace tessera::optim {
 class CosineAnnealingLR final : public LRScheduler {
  public:
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0, int64_t last_epoch = -1);
-  std::string type_name() const override { return "CosineAnnealingLR"; }
   int64_t T_max() const { return T_max_; }
   double eta_min() const { return eta_min_; }
 
  protected:
-  std::vector<double> get_lr() const override;
-  std::vector<double> closed_form_lr() const override;
-  void check_settings(const std::string& where) const override;
+  double get_lr(size_t group, double lr) const override;
+  double closed_form_lr(size_t group) const override;
 
  private:
   int64_t T_max_;

@@ -9,7 +9,7 @@ LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda, int64_t last_epoch)
     : LambdaLR(optimizer, std::vector<Lambda>(optimizer.param_group_count(), lr_lambda), last_epoch) {}
 
 LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas, int64_t last_epoch)
-    : LRScheduler(optimizer), lr_lambdas_(std::move(lr_lambdas)) {
+    : LRScheduler(optimizer, "LambdaLR"), lr_lambdas_(std::move(lr_lambdas)) {
   TS_CHECK(lr_lambdas_.size() == optimizer.param_group_count(), ValueError, "LambdaLR: expected ",
            optimizer.param_group_count(), " lr_lambdas (one per parameter group), but got ", lr_lambdas_.size());
   for (size_t g = 0; g < lr_lambdas_.size(); ++g) {
@@ -18,10 +18,6 @@ LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas, int64_t
   start(last_epoch);
 }
 
-std::vector<double> LambdaLR::get_lr() const {
-  std::vector<double> lrs;
-  for (size_t g = 0; g < lr_lambdas_.size(); ++g) lrs.push_back(base_lrs()[g] * lr_lambdas_[g](last_epoch()));
-  return lrs;
-}
+double LambdaLR::get_lr(size_t group, double) const { return base_lrs()[group] * lr_lambdas_[group](last_epoch()); }
 
 }  // namespace tessera::optim

@@ -23,10 +23,9 @@ class LambdaLR final : public LRScheduler {
   LambdaLR(Optimizer& optimizer, Lambda lr_lambda, int64_t last_epoch = -1);
   // One function per group, in group order.
   LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas, int64_t last_epoch = -1);
-  std::string type_name() const override { return "LambdaLR"; }
 
  protected:
-  std::vector<double> get_lr() const override;
+  double get_lr(size_t group, double lr) const override;
 
  private:
   std::vector<Lambda> lr_lambdas_;

@@ -28,13 +28,11 @@ struct LinearLROptions {
 class LinearLR final : public LRScheduler {
  public:
   LinearLR(Optimizer& optimizer, const LinearLROptions& options = {});
-  std::string type_name() const override { return "LinearLR"; }
   const LinearLROptions& options() const { return options_; }
 
  protected:
-  std::vector<double> get_lr() const override;
-  std::vector<double> closed_form_lr() const override;
-  void check_settings(const std::string& where) const override;
+  double get_lr(size_t group, double lr) const override;
+  double closed_form_lr(size_t group) const override;
 
  private:
   LinearLROptions options_;

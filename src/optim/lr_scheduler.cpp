@@ -57,23 +57,54 @@ void LRScheduler::initial_step() {
   step();
 }
 
+template <class Rate>
+void LRScheduler::apply(Rate rate) {
+  const size_t groups = optimizer_.param_group_count();
+  TS_CHECK(groups == base_lrs_.size(), ValueError, type_name(), ": the optimizer has ", groups,
+           " parameter groups, but the schedule was built for ", base_lrs_.size());
+  std::vector<double> lrs;
+  for (size_t g = 0; g < groups; ++g) lrs.push_back(rate(g));
+  for (size_t g = 0; g < groups; ++g) optimizer_.set_lr(g, lrs[g]);
+  last_lr_ = current_lrs();
+}
+
 void LRScheduler::step() {
   ++step_count_;
   ++last_epoch_;
-  apply(get_lr());
+  apply([this](size_t group) { return get_lr(group, optimizer_.lr(group)); });
 }
 
 void LRScheduler::step_to(int64_t epoch) {
   ++step_count_;
   last_epoch_ = epoch;
-  apply(closed_form_lr());
+  apply([this](size_t group) { return closed_form_lr(group); });
 }
 
-void LRScheduler::apply(const std::vector<double>& lrs) {
-  TS_CHECK(lrs.size() == optimizer_.param_group_count(), ValueError, type_name(), ": the optimizer has ",
-           optimizer_.param_group_count(), " parameter groups, but the schedule was built for ", lrs.size());
-  for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_lr(g, lrs[g]);
-  last_lr_ = current_lrs();
+void LRScheduler::check_settings(const std::string& where) const {
+  for (const Setting& setting : settings_) {
+    const std::string& name = setting.name;
+    std::visit(
+        [&](const auto* member) {
+          const auto value = *member;  // an int64_t or a double
+          const auto number = static_cast<double>(value);
+          switch (setting.range) {
+            case Range::positive:
+              TS_CHECK(number > 0.0, ValueError, where, ": ", name, " must be positive, got ", value);
+              break;
+            case Range::non_negative:
+              TS_CHECK(std::isfinite(number) && number >= 0.0, ValueError, where, ": ", name,
+                       " must be finite and >= 0, got ", value);
+              break;
+            case Range::unit_interval:
+              TS_CHECK(number >= 0.0 && number <= 1.0, ValueError, where, ": ", name, " ", value, " must be in [0, 1]");
+              break;
+            case Range::positive_unit_interval:
+              TS_CHECK(number > 0.0 && number <= 1.0, ValueError, where, ": ", name, " ", value, " must be in (0, 1]");
+              break;
+          }
+        },
+        setting.member);
+  }
 }
 
 std::vector<double> LRScheduler::current_lrs() const {

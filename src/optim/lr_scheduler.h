@@ -55,30 +55,41 @@ class LRScheduler {
   virtual void load_state_dict(const StateDict& state);
 
   // "StepLR", "CosineAnnealingLR", ... for checkpoints and messages.
-  virtual std::string type_name() const = 0;
+  const std::string& type_name() const { return type_name_; }
 
  protected:
+  // The values a setting may take; a ValueError names the setting otherwise.
+  enum class Range {
+    positive,                // > 0
+    non_negative,            // a finite number >= 0
+    unit_interval,           // [0, 1]
+    positive_unit_interval,  // (0, 1]
+  };
   // One of a scheduler's own settings under PyTorch's name (state_dict's first entries):
-  // an int64 or a double member of the derived scheduler, saved as such.
+  // an int64 or a double member of the derived scheduler, saved as such, checked against
+  // its range on construction and on load_state_dict (which then restores the previous
+  // values).
   struct Setting {
     std::string name;
     std::variant<int64_t*, double*> member;
+    Range range;
   };
 
   // The optimizer must outlive the scheduler. A derived constructor sets its own fields,
   // then calls start() with its settings.
-  explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
-  // Checks the settings (check_settings), then PyTorch's _LRScheduler.__init__ from
-  // "Initialize epoch and base learning rates" on, ending with the initial step.
+  LRScheduler(Optimizer& optimizer, std::string type_name)
+      : optimizer_(optimizer), type_name_(std::move(type_name)) {}
+  // Checks the settings, then PyTorch's _LRScheduler.__init__ from "Initialize epoch and
+  // base learning rates" on, ending with the initial step.
   void start(int64_t last_epoch, std::vector<Setting> settings = {});
 
-  // PyTorch's get_lr: the chainable form, usually from the optimizer's current rates.
-  virtual std::vector<double> get_lr() const = 0;
-  // PyTorch's _get_closed_form_lr, which step(epoch) uses; get_lr() where it has none.
-  virtual std::vector<double> closed_form_lr() const { return get_lr(); }
-  // ValueError, prefixed by `where`, for settings out of range: on construction and on
-  // load_state_dict (which then restores the previous ones).
-  virtual void check_settings(const std::string& where) const { (void)where; }
+  // A scheduler states its formulas per group; the base runs them over the groups.
+  // PyTorch's get_lr, the chainable form: group `group`'s next rate, from its rate `lr`
+  // now (the optimizer's), its base_lrs()[group], last_epoch() and step_count().
+  virtual double get_lr(size_t group, double lr) const = 0;
+  // PyTorch's _get_closed_form_lr, which step(epoch) uses: the rate at last_epoch() from
+  // base_lrs()[group] alone; the chainable form where a scheduler has none.
+  virtual double closed_form_lr(size_t group) const { return get_lr(group, optimizer_.lr(group)); }
 
   // The optimizer's rates now, one per group.
   std::vector<double> current_lrs() const;
@@ -94,12 +105,17 @@ class LRScheduler {
   // PyTorch's step(epoch) (deprecated there): jumps to `epoch` with the closed form.
   void step_to(int64_t epoch);
   void initial_step();
-  void apply(const std::vector<double>& lrs);
+  // Sets group g's rate to rate(g) for every group.
+  template <class Rate>
+  void apply(Rate rate);
+  // ValueError, prefixed by `where`, for a setting out of its range.
+  void check_settings(const std::string& where) const;
   // The settings' entries of state_dict(), and their loading from `state`.
   StateDict settings_dict() const;
   void load_settings(const StateDict& state, const std::string& where);
 
   Optimizer& optimizer_;
+  std::string type_name_;
   std::vector<Setting> settings_;
   std::vector<double> base_lrs_;
   int64_t last_epoch_ = -1;

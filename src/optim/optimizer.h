@@ -96,11 +96,13 @@ class Optimizer {
   // otherwise ValueError naming the keys, and this optimizer is left unchanged.
   void load_state_dict(const StateDict& state);
 
-  // "SGD", "Adam", ... for messages.
-  virtual std::string type_name() const = 0;
+  // "SGD", "Adam", ... for messages and checkpoints.
+  const std::string& type_name() const { return type_name_; }
 
  protected:
-  Optimizer() = default;
+  // A stored name, not a virtual one, so that the base's constructor can name the
+  // optimizer in its messages before the derived class exists.
+  explicit Optimizer(std::string type_name) : type_name_(std::move(type_name)) {}
 
   // One kind of per-parameter state tensor.
   struct StateSlot {
@@ -147,6 +149,7 @@ class Optimizer {
   std::vector<StateDict> states_from(const StateDict& state) const;
   std::vector<Hyperparameters> groups_from(const StateDict& state) const;
 
+  std::string type_name_;
   std::vector<Tensor> params_;
   std::vector<StateDict> state_;
   std::vector<Group> groups_;
@@ -171,9 +174,15 @@ class GroupValue {
 
 // An optimizer whose groups hold options of type `Options` (SGDOptions, AdamOptions, ...),
 // each built from the defaults and a group's `GroupOptions` (the same fields as
-// GroupValues). `Options::visit(options, f)` calls f(name, field) for every hyper-parameter
-// under PyTorch's name, in its order; it works on a GroupOptions too, whose fields have
-// the same names.
+// GroupValues). It declares what every optimizer has beyond its update: the constructors
+// (a derived optimizer inherits them: `using OptimizerWithGroups::OptimizerWithGroups;`),
+// the groups' options and add_param_group. From `Options` it takes
+//   Options::optimizer_name                the optimizer's type_name() ("SGD");
+//   options.validate(name)                 ValueError, prefixed by `name`, when a
+//                                          hyper-parameter is out of range;
+//   Options::visit(options, f)             f(name, field) for every hyper-parameter under
+//                                          PyTorch's name, in its order; it works on a
+//                                          GroupOptions too, whose fields have the same names.
 template <class Options, class GroupOptions>
 class OptimizerWithGroups : public Optimizer {
  public:
@@ -181,6 +190,14 @@ class OptimizerWithGroups : public Optimizer {
     std::vector<Tensor> params;
     GroupOptions options = {};
   };
+
+  // One group of every parameter:  SGD(model.parameters(), {.lr = 0.01, .momentum = 0.9})
+  OptimizerWithGroups(std::vector<Tensor> params, const Options& options = {})
+      : OptimizerWithGroups(Options::optimizer_name, {ParamGroup{std::move(params)}}, options) {}
+  // Groups, each naming only what differs from the defaults:
+  //   AdamW({{decay, {.weight_decay = 0.1}}, {no_decay, {.weight_decay = 0.0}}}, {.lr = 6e-4})
+  OptimizerWithGroups(std::vector<ParamGroup> groups, const Options& defaults = {})
+      : OptimizerWithGroups(Options::optimizer_name, std::move(groups), defaults) {}
 
   // The options of group `group` (defaults and the group's own values).
   const Options& options(size_t group = 0) const {
@@ -198,7 +215,7 @@ class OptimizerWithGroups : public Optimizer {
       if (value.has_value()) overrides.emplace_back(name, *value);
     });
     assign(options, overrides);
-    validate(options);
+    options.validate(type_name());
     add_group_params(std::move(group.params));
     group_options_.push_back(options);
   }
@@ -210,23 +227,19 @@ class OptimizerWithGroups : public Optimizer {
   }
 
  protected:
-  explicit OptimizerWithGroups(const Options& defaults) : defaults_(defaults) {}
-
-  // For the derived constructors (which can call validate): adds `groups` in order.
-  void add_param_groups(std::vector<ParamGroup> groups) {
+  // For an optimizer with another's options under its own name (AdamW: AdamOptions).
+  OptimizerWithGroups(std::string type_name, std::vector<ParamGroup> groups, const Options& defaults)
+      : Optimizer(std::move(type_name)), defaults_(defaults) {
     size_t count = 0;
     for (const ParamGroup& group : groups) count += group.params.size();
-    TS_CHECK(count > 0, ValueError, type_name(), ": optimizer got an empty parameter list");
+    TS_CHECK(count > 0, ValueError, this->type_name(), ": optimizer got an empty parameter list");
     for (ParamGroup& group : groups) add_param_group(std::move(group));
   }
-
-  // Throws ValueError when a hyper-parameter of `options` is out of range.
-  virtual void validate(const Options& options) const = 0;
 
   void set_hyperparameters(size_t group, const Hyperparameters& values) override {
     Options options = this->options(group);
     assign(options, values);
-    validate(options);
+    options.validate(type_name());
     group_options_[group] = options;
   }
 

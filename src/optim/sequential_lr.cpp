@@ -10,7 +10,7 @@ namespace tessera::optim {
 
 SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::reference_wrapper<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones, int64_t last_epoch)
-    : LRScheduler(optimizer), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+    : LRScheduler(optimizer, "SequentialLR"), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
   TS_CHECK(!schedulers_.empty(), ValueError, "SequentialLR: no schedulers given");
   for (size_t k = 0; k < schedulers_.size(); ++k) {
     TS_CHECK(&schedulers_[k].get().optimizer() == &optimizer, ValueError,

@@ -24,7 +24,6 @@ class SequentialLR final : public LRScheduler {
  public:
   SequentialLR(Optimizer& optimizer, std::vector<std::reference_wrapper<LRScheduler>> schedulers,
                std::vector<int64_t> milestones, int64_t last_epoch = -1);
-  std::string type_name() const override { return "SequentialLR"; }
   void step() override;
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
@@ -32,7 +31,7 @@ class SequentialLR final : public LRScheduler {
 
  protected:
   // SequentialLR computes no rates itself: its schedulers do.
-  std::vector<double> get_lr() const override { return current_lrs(); }
+  double get_lr(size_t, double lr) const override { return lr; }
 
  private:
   std::vector<std::reference_wrapper<LRScheduler>> schedulers_;

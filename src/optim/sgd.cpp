@@ -15,23 +15,16 @@
 
 namespace tessera::optim {
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
-    : SGD(std::vector<ParamGroup>{ParamGroup{std::move(params)}}, options) {}
-
-SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults) : OptimizerWithGroups(defaults) {
-  add_param_groups(std::move(groups));
-}
-
-void SGD::validate(const SGDOptions& o) const {
-  TS_CHECK(!std::isnan(o.lr), ValueError,
-           "SGD: lr is required (as in PyTorch): SGD(params, {.lr = 0.01}), or in every group's options");
-  TS_CHECK(o.lr >= 0.0, ValueError, "SGD: invalid learning rate ", o.lr, " (must be >= 0)");
-  TS_CHECK(o.momentum >= 0.0, ValueError, "SGD: invalid momentum ", o.momentum, " (must be >= 0)");
-  TS_CHECK(o.weight_decay >= 0.0, ValueError, "SGD: invalid weight_decay ", o.weight_decay, " (must be >= 0)");
-  TS_CHECK(std::isfinite(o.dampening), ValueError, "SGD: invalid dampening ", o.dampening);
-  TS_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), ValueError,
-           "SGD: Nesterov momentum requires a momentum and zero dampening (momentum ", o.momentum,
-           ", dampening ", o.dampening, ")");
+void SGDOptions::validate(const std::string& optimizer) const {
+  TS_CHECK(!std::isnan(lr), ValueError, optimizer, ": lr is required (as in PyTorch): ", optimizer,
+           "(params, {.lr = 0.01}), or in every group's options");
+  TS_CHECK(lr >= 0.0, ValueError, optimizer, ": invalid learning rate ", lr, " (must be >= 0)");
+  TS_CHECK(momentum >= 0.0, ValueError, optimizer, ": invalid momentum ", momentum, " (must be >= 0)");
+  TS_CHECK(weight_decay >= 0.0, ValueError, optimizer, ": invalid weight_decay ", weight_decay, " (must be >= 0)");
+  TS_CHECK(std::isfinite(dampening), ValueError, optimizer, ": invalid dampening ", dampening);
+  TS_CHECK(!nesterov || (momentum > 0.0 && dampening == 0.0), ValueError, optimizer,
+           ": Nesterov momentum requires a momentum and zero dampening (momentum ", momentum, ", dampening ",
+           dampening, ")");
 }
 
 std::vector<Optimizer::StateSlot> SGD::state_slots(size_t) const {

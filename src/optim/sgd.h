@@ -13,6 +13,7 @@
 #pragma once
 
 #include <limits>
+#include <string>
 
 #include "tessera/optim/optimizer.h"
 
@@ -27,6 +28,9 @@ struct SGDOptions {
   bool nesterov = false;
   bool maximize = false;
 
+  static constexpr const char* optimizer_name = "SGD";
+  // PyTorch's checks: ValueError, prefixed by `optimizer`, for a value out of range.
+  void validate(const std::string& optimizer) const;
   // Every hyper-parameter under PyTorch's name, in its order (also on SGDGroupOptions).
   template <class Options, class Visit>
   static void visit(Options& o, Visit&& visit) {
@@ -51,14 +55,11 @@ struct SGDGroupOptions {
 
 class SGD : public OptimizerWithGroups<SGDOptions, SGDGroupOptions> {
  public:
-  SGD(std::vector<Tensor> params, const SGDOptions& options);
-  SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
-  std::string type_name() const override { return "SGD"; }
+  using OptimizerWithGroups::OptimizerWithGroups;  // SGD(params, options), SGD(groups, defaults)
 
  protected:
   void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) override;
   std::vector<StateSlot> state_slots(size_t group) const override;
-  void validate(const SGDOptions& options) const override;
 };
 
 }  // namespace tessera::optim

@@ -20,14 +20,12 @@ namespace tessera::optim {
 class StepLR final : public LRScheduler {
  public:
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1, int64_t last_epoch = -1);
-  std::string type_name() const override { return "StepLR"; }
   int64_t step_size() const { return step_size_; }
   double gamma() const { return gamma_; }
 
  protected:
-  std::vector<double> get_lr() const override;
-  std::vector<double> closed_form_lr() const override;
-  void check_settings(const std::string& where) const override;
+  double get_lr(size_t group, double lr) const override;
+  double closed_form_lr(size_t group) const override;
 
  private:
   int64_t step_size_;

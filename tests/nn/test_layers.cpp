@@ -95,6 +95,22 @@ TEST_CASE("Sequential names its modules 0, 1, ... and runs them in order") {
   CHECK(mlp(ts::ones({5, 4})).sizes() == Shape{5, 2});
 }
 
+TEST_CASE("Sequential is a ModuleList that runs: built from a list, indexed from the end, typed access") {
+  auto first = std::make_shared<nn::Linear>(4, 3);
+  nn::Sequential net{first, std::make_shared<nn::ReLU>()};
+  net.extend({std::make_shared<nn::Linear>(3, 2)});
+  CHECK(net.size() == 3);
+  CHECK(&net[0] == first.get());
+  CHECK(net.at<nn::Linear>(-1).weight.sizes() == Shape{2, 3});
+  CHECK(net.ptr(1)->type_name() == "ReLU");
+  CHECK(!net.is_container());  // called, so FSDP may make it a unit, unlike a ModuleList
+  CHECK_THROWS_WITH_AS(net.at<nn::Linear>(1), "Sequential entry '1' is a ReLU, not a Linear", ts::ValueError);
+  CHECK_THROWS_WITH_AS(net.append(nullptr), "Sequential: cannot append a null module", ts::ValueError);
+  CHECK_THROWS_AS(net[3], ts::IndexError);
+  ts::Tensor x = ts::ones({5, 4});
+  CHECK(ts::equal(net(x), net[2](net[1](net[0](x)))));
+}
+
 // PyTorch 1.13's values on the same inputs (checked by hand): relu keeps NaN and -0, its
 // gradient passes through NaN; max-pool and max pick NaN (its first index) and route the
 // gradient there. A NaN that vanished in relu would spread through the weights unseen.

@@ -97,6 +97,12 @@ TEST_CASE("Adam's first step moves each element by about lr") {
 TEST_CASE("options are checked with messages naming the value") {
   ts::Tensor p = leaf({1.0});
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {}), doctest::Contains("lr is required"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}), "SGD: lr is required (as in PyTorch): SGD(params, {.lr = 0.01}), or in every "
+                       "group's options", ts::ValueError);
+  CHECK(optim::SGD({p}, {.lr = 0.1}).type_name() == "SGD");
+  CHECK(optim::Adam({p}).type_name() == "Adam");
+  CHECK(optim::AdamW({p}).type_name() == "AdamW");
+  CHECK(optim::Adadelta({p}).type_name() == "Adadelta");
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = -0.1}), doctest::Contains("invalid learning rate -0.1"),
                        ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = 0.1, .momentum = -1}), doctest::Contains("momentum"), ts::ValueError);
@@ -452,6 +458,11 @@ TEST_CASE("schedulers check their arguments as PyTorch does, and rates follow ev
                        ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::LinearLR(sgd, {.end_factor = 1.5}), doctest::Contains("end_factor"), ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::CosineAnnealingLR(sgd, 0), doctest::Contains("T_max must be positive"), ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::CosineAnnealingLR(sgd, 4, std::nan("")),
+                       "CosineAnnealingLR: eta_min must be finite and >= 0, got nan", ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::StepLR(sgd, 2, -0.5), "StepLR: gamma must be finite and >= 0, got -0.5", ts::ValueError);
+  CHECK_THROWS_WITH_AS(optim::LinearLR(sgd, {.total_iters = 0}), "LinearLR: total_iters must be positive, got 0",
+                       ts::ValueError);
   CHECK_THROWS_WITH_AS(optim::LambdaLR(sgd, std::vector<optim::LambdaLR::Lambda>{[](int64_t) { return 1.0; }}),
                        doctest::Contains("expected 2 lr_lambdas (one per parameter group), but got 1"), ts::ValueError);
   ts::Tensor c = leaf({1.0});
@@ -490,4 +501,15 @@ TEST_CASE("schedulers check their arguments as PyTorch does, and rates follow ev
   CHECK(step_lr.step_size() == 2);
   CHECK(step_lr.gamma() == 0.1);
   CHECK(step_lr.state_dict().at("step_size").item<int64_t>() == 2);
+}
+
+TEST_CASE("a schedule refuses to step an optimizer that gained a parameter group after it was built") {
+  ts::Tensor a = leaf({1.0}), b = leaf({1.0});
+  optim::SGD sgd({a}, {.lr = 0.1});
+  optim::CosineAnnealingLR cosine(sgd, 4);
+  sgd.add_param_group({{b}, {.lr = 0.2}});
+  CHECK_THROWS_WITH_AS(cosine.step(), "CosineAnnealingLR: the optimizer has 2 parameter groups, but the schedule was "
+                       "built for 1", ts::ValueError);
+  CHECK(sgd.lr(0) == 0.1);  // nothing was set
+  CHECK(sgd.lr(1) == 0.2);
 }
