@@ -1,6 +1,8 @@
-// Scaled dot-product attention's operand checks and shapes, shared by the CPU and CUDA
-// kernels (as kernel_shapes.h is for the other ops), and where a weight sits in dropout's
-// [rows, cols] reading of the weights, which both backends key their masks by.
+// Scaled dot-product attention's operand checks and shapes, and where a weight sits in
+// dropout's [rows, cols] reading of the weights, which both backends key their masks by.
+// native_dispatch.cpp runs the checks once, before it routes, and hands the backends the
+// checked operands with their geometry (AttentionOperands), so no backend repeats or
+// skips them.
 #pragma once
 
 #include "tessera/tensor/kernel_shapes.h"
@@ -81,6 +83,22 @@ inline AttentionGeometry check_attention_operands(const Tensor& q, const Tensor&
   }
   return g;
 }
+
+// What a backend's attention kernels receive: the operands, checked, and their geometry.
+struct AttentionOperands {
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const AttentionOptions& options;
+  AttentionGeometry geometry;
+};
+
+struct AttentionBackwardOperands {
+  AttentionOperands forward;
+  const Tensor& grad_output;
+  const Tensor& output;     // what the forward returned
+  const Tensor& logsumexp;
+};
 
 // The backward's operands: those of the forward, then the gradient and what the forward
 // returned (output, logsumexp) on q's device, of its dtype and shapes.

@@ -18,6 +18,25 @@ namespace tessera::native {
 // contiguous(t), or an undefined tensor for an undefined t (an optional weight or bias).
 inline Tensor contiguous_if_defined(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }
 
+// What every backend's normalisation forward (batch_norm, layer_norm) works on: its
+// operands made contiguous (weight and bias may be undefined), the output, shaped as the
+// input, and the two statistics it saves for backward (the mean and 1 / std of each of
+// `groups` channels or rows), of dtype `statistics`.
+struct NormalizationTensors {
+  Tensor input, weight, bias;
+  Tensor output, mean, inverse_std;
+};
+
+inline NormalizationTensors normalization_tensors(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                                  int64_t groups, DType statistics) {
+  return {contiguous(input),
+          contiguous_if_defined(weight),
+          contiguous_if_defined(bias),
+          empty(input.sizes(), input.dtype(), input.device()),
+          empty({groups}, statistics, input.device()),
+          empty({groups}, statistics, input.device())};
+}
+
 // ---- Element-wise ----
 
 // Comparisons and logical ops: their result is bool, and they have no in-place form.
@@ -627,6 +646,9 @@ inline DType cumsum_dtype(const Tensor& self) {
   TS_CHECK(self.dtype() != DType::bf16, DTypeError, "cumsum: not implemented for bfloat16");
   return is_floating(self.dtype()) ? self.dtype() : DType::i64;
 }
+
+// The op a triangle kernel computes, as messages name it.
+inline const char* triangle_name(Triangle part) { return part == Triangle::lower ? "tril" : "triu"; }
 
 // tril and triu act on the last two dims of a tensor of at least 2.
 inline void check_triangle(const Tensor& self, const char* op) {

@@ -202,6 +202,8 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, double value);
 // where j - i <= diagonal (tril) or j - i >= diagonal (triu), zero elsewhere. Any dtype.
 Tensor tril(const Tensor& self, int64_t diagonal);
 Tensor triu(const Tensor& self, int64_t diagonal);
+// Which triangle a backend's one `triangle` kernel keeps (tril: lower, triu: upper).
+enum class Triangle { lower, upper };
 // Views of consecutive pieces along dim with these lengths (which must sum to its size).
 std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim);
 // The slices index[0], index[1], ... of self along dim; index int64, 1-D, in [0, size).
@@ -261,6 +263,9 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const T
                                                                          const Tensor& output,
                                                                          const Tensor& logsumexp,
                                                                          const AttentionOptions& options);
+// The checked operands the backends' attention kernels take (attention_geometry.h).
+struct AttentionOperands;
+struct AttentionBackwardOperands;
 
 // ---- Cross entropy's backward in the log-probabilities' memory (activation memory, issue 13) ----
 // log_softmax_backward(nll_loss_backward(grad_output, log_probs, target, weight, reduction,

@@ -1,6 +1,7 @@
 // Routes each device-specific native op to its backend by the device of its first tensor
 // operand. This file is the only place that knows the backends.
 #include "tessera/config.h"
+#include "tessera/tensor/attention_geometry.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/native.h"
 
@@ -134,8 +135,8 @@ Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p)
   TS_DISPATCH(grad_output, dropout_backward, grad_output, mask, p);
 }
 
-Tensor tril(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, tril, self, diagonal); }
-Tensor triu(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, triu, self, diagonal); }
+Tensor tril(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, triangle, self, diagonal, Triangle::lower); }
+Tensor triu(const Tensor& self, int64_t diagonal) { TS_DISPATCH(self, triangle, self, diagonal, Triangle::upper); }
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   TS_DISPATCH(self, index_select, self, dim, index);
 }
@@ -154,16 +155,24 @@ Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right) {
   TS_DISPATCH(sorted, searchsorted, sorted, values, right);
 }
 
+// Attention's operands are checked here, once for every backend, which take the geometry
+// the check derives (as PyTorch's structured kernels run one meta function before the
+// backend's impl).
 std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                                         const AttentionOptions& options) {
-  TS_DISPATCH(q, scaled_dot_product_attention, q, k, v, options);
+  const AttentionOperands operands{q, k, v, options,
+                                   check_attention_operands(q, k, v, options, "scaled_dot_product_attention")};
+  TS_DISPATCH(q, scaled_dot_product_attention, operands);
 }
 std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const Tensor& grad_output, const Tensor& q,
                                                                          const Tensor& k, const Tensor& v,
                                                                          const Tensor& output,
                                                                          const Tensor& logsumexp,
                                                                          const AttentionOptions& options) {
-  TS_DISPATCH(q, scaled_dot_product_attention_backward, grad_output, q, k, v, output, logsumexp, options);
+  const AttentionGeometry geometry = check_attention_backward_operands(grad_output, q, k, v, output, logsumexp,
+                                                                       options, "scaled_dot_product_attention_backward");
+  const AttentionBackwardOperands operands{{q, k, v, options, geometry}, grad_output, output, logsumexp};
+  TS_DISPATCH(q, scaled_dot_product_attention_backward, operands);
 }
 
 // The CPU kernel works in place; CUDA composes the unfused kernels meanwhile.

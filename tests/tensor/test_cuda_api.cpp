@@ -12,6 +12,7 @@
 #if TESSERA_HAS_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <tessera/tensor/attention_geometry.h>
 #include <tessera/tensor/cuda/check.h>
 #include <tessera/tensor/cuda/kernels.h>
 #if TESSERA_HAS_CUDNN
@@ -105,6 +106,8 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
   ts::Tensor indices = ts::zeros({2, 3, 2, 2}, {.dtype = DType::i64});
   ts::Tensor scalar = ts::ones({});
   ts::Tensor square_index = ts::zeros({3, 3}, {.dtype = DType::i64});
+  const ts::native::AttentionOptions attention{};
+  const ts::native::AttentionGeometry geometry = ts::native::check_attention_operands(m, m, m, attention, "test");
   const std::vector<std::pair<std::string, std::function<void()>>> calls = {
       {"copy_", [&] { cu::copy_(m, m); }},
       {"fill_", [&] { cu::fill_(m, 1.0); }},
@@ -136,8 +139,8 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
        [&] { cu::nll_loss_backward(scalar, m, labels, {}, ts::Reduction::mean, -100, scalar); }},
       {"dropout", [&] { cu::dropout(m, 0.5, {}); }},
       {"dropout_backward", [&] { cu::dropout_backward(m, mask, 0.5); }},
-      {"tril", [&] { cu::tril(m, 0); }},
-      {"triu", [&] { cu::triu(m, 1); }},
+      {"tril", [&] { cu::triangle(m, 0, ts::native::Triangle::lower); }},
+      {"triu", [&] { cu::triangle(m, 1, ts::native::Triangle::upper); }},
       {"index_select", [&] { cu::index_select(m, 0, labels); }},
       {"index_add", [&] { cu::index_add_(m, 0, labels, m); }},
       {"gather", [&] { cu::gather(m, 1, square_index); }},
@@ -145,6 +148,9 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
       {"topk", [&] { cu::topk(m, 2, 1, true); }},
       {"cumsum", [&] { cu::cumsum(m, 0, false); }},
       {"searchsorted", [&] { cu::searchsorted(m, m, false); }},
+      {"scaled_dot_product_attention", [&] { cu::scaled_dot_product_attention({m, m, m, attention, geometry}); }},
+      {"scaled_dot_product_attention_backward",
+       [&] { cu::scaled_dot_product_attention_backward({{m, m, m, attention, geometry}, m, m, v}); }},
   };
   for (const auto& [op, call] : calls) {
     CAPTURE(op);

@@ -14,13 +14,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   auto [out, save_mean, save_invstd] =
       native::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
   if (needs_grad({input, weight, bias})) {
-    record("BatchNormBackward", {input, weight, bias}, {out},
-           [x = saved(input), w = saved(weight), mean = save_mean, invstd = save_invstd, training,
-            mask = grad_mask(input, weight, bias)](const TensorList& g) {
-             auto [grad_input, grad_weight, grad_bias] =
-                 native::batch_norm_backward(g[0], x, w, mean, invstd, training, mask);
-             return TensorList{grad_input, grad_weight, grad_bias};
-           });
+    record_normalization("BatchNormBackward", input, weight, bias, out,
+                         [x = saved(input), w = saved(weight), mean = save_mean, invstd = save_invstd, training](
+                             const Tensor& grad, std::array<bool, 3> mask) {
+                           return native::batch_norm_backward(grad, x, w, mean, invstd, training, mask);
+                         });
   }
   return out;
 }

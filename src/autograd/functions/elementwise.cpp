@@ -25,9 +25,7 @@ Tensor unary_op(const char* name, UnaryOp op, Reads reads, const Tensor& x, Loca
   Tensor y = native::unary(op, x);
   if (needs_grad({x})) {
     Tensor kept = reads == Reads::input ? saved(x) : reads == Reads::output ? saved(y) : Tensor();
-    record(name, {x}, {y}, [kept = std::move(kept), local](const TensorList& g) {
-      return TensorList{local(g[0], kept)};
-    });
+    record_unary(name, x, y, [kept = std::move(kept), local](const Tensor& grad) { return local(grad, kept); });
   }
   return y;
 }
@@ -103,9 +101,9 @@ Tensor pow(const Tensor& base, const Tensor& exponent) {
 Tensor pow(const Tensor& base, double exponent) {
   Tensor out = native::binary(BinaryOp::pow, base, exponent);
   if (needs_grad({base})) {
-    record("PowBackward", {base}, {out}, [x = saved(base), exponent](const TensorList& g) {
+    record_unary("PowBackward", base, out, [x = saved(base), exponent](const Tensor& grad) {
       Tensor local = nmul(native::binary(BinaryOp::pow, x, exponent - 1.0), exponent);
-      return TensorList{nmul(g[0], local)};
+      return nmul(grad, local);
     });
   }
   return out;
@@ -138,13 +136,13 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::min
 
 Tensor add(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::add, a, b);
-  if (needs_grad({a})) record("AddBackward", {a}, {out}, [](const TensorList& g) { return TensorList{g[0]}; });
+  if (needs_grad({a})) record_unary("AddBackward", a, out, [](const Tensor& grad) { return grad; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::mul, a, b);
-  if (needs_grad({a})) record("MulBackward", {a}, {out}, [b](const TensorList& g) { return TensorList{nmul(g[0], b)}; });
+  if (needs_grad({a})) record_unary("MulBackward", a, out, [b](const Tensor& grad) { return nmul(grad, b); });
   return out;
 }
 
@@ -269,7 +267,7 @@ Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::div, a, b);  // a true division, as PyTorch does
   if (needs_grad({a})) {
-    record("DivBackward", {a}, {out}, [b](const TensorList& g) { return TensorList{native::binary(BinaryOp::div, g[0], b)}; });
+    record_unary("DivBackward", a, out, [b](const Tensor& grad) { return native::binary(BinaryOp::div, grad, b); });
   }
   return out;
 }
@@ -279,8 +277,8 @@ Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(double a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::div, a, b);
   if (needs_grad({b})) {
-    record("DivBackward", {b}, {out}, [b = saved(b), y = saved(out)](const TensorList& g) {
-      return TensorList{native::unary(UnaryOp::neg, ndiv(nmul(g[0], y), b))};  // -a / b^2 = -y / b
+    record_unary("DivBackward", b, out, [b = saved(b), y = saved(out)](const Tensor& grad) {
+      return native::unary(UnaryOp::neg, ndiv(nmul(grad, y), b));  // -a / b^2 = -y / b
     });
   }
   return out;

@@ -8,9 +8,9 @@ namespace tessera {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = native::masked_fill(x, mask, value);
   if (needs_grad({x})) {
-    record("MaskedFillBackward", {x}, {out}, [mask = saved(mask), shape = x.sizes()](const TensorList& g) {
-      Tensor zero = native::zeros({}, g[0].dtype(), g[0].device());
-      return TensorList{native::sum_to(native::where(mask, zero, g[0]), shape)};
+    record_unary("MaskedFillBackward", x, out, [mask = saved(mask), shape = x.sizes()](const Tensor& grad) {
+      Tensor zero = native::zeros({}, grad.dtype(), grad.device());
+      return native::sum_to(native::where(mask, zero, grad), shape);
     });
   }
   return out;
@@ -19,7 +19,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 Tensor tril(const Tensor& x, int64_t diagonal) {
   Tensor out = native::tril(x, diagonal);
   if (needs_grad({x})) {
-    record("TrilBackward", {x}, {out}, [diagonal](const TensorList& g) { return TensorList{native::tril(g[0], diagonal)}; });
+    record_unary("TrilBackward", x, out, [diagonal](const Tensor& grad) { return native::tril(grad, diagonal); });
   }
   return out;
 }
@@ -27,7 +27,7 @@ Tensor tril(const Tensor& x, int64_t diagonal) {
 Tensor triu(const Tensor& x, int64_t diagonal) {
   Tensor out = native::triu(x, diagonal);
   if (needs_grad({x})) {
-    record("TriuBackward", {x}, {out}, [diagonal](const TensorList& g) { return TensorList{native::triu(g[0], diagonal)}; });
+    record_unary("TriuBackward", x, out, [diagonal](const Tensor& grad) { return native::triu(grad, diagonal); });
   }
   return out;
 }

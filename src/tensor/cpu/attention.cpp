@@ -229,8 +229,8 @@ struct Problem {
 };
 
 template <class T>
-Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
-                        const AttentionGeometry& g) {
+Problem<T> make_problem(const AttentionOperands& operands) {
+  const auto& [q, k, v, options, g] = operands;
   Problem<T> p;
   p.g = g;
   p.scale = static_cast<T>(options.scale);
@@ -623,35 +623,31 @@ void backward(const Problem<T>& p, const Gradients<T>& grads) {
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                        const AttentionOptions& options) {
+std::tuple<Tensor, Tensor> scaled_dot_product_attention(const AttentionOperands& operands) {
   const char* op = "scaled_dot_product_attention";
-  const AttentionGeometry g = check_attention_operands(q, k, v, options, op);
+  const Tensor& q = operands.q;
   check_cpu(q, op);
-  Tensor output = empty(g.output_shape(), q.dtype(), q.device());
-  Tensor logsumexp = empty(g.logsumexp_shape(), q.dtype(), q.device());
-  dispatch_floating(q.dtype(), op, [&]<class T>() { forward(make_problem<T>(q, k, v, options, g), output, logsumexp); });
+  Tensor output = empty(operands.geometry.output_shape(), q.dtype(), q.device());
+  Tensor logsumexp = empty(operands.geometry.logsumexp_shape(), q.dtype(), q.device());
+  dispatch_floating(q.dtype(), op, [&]<class T>() { forward(make_problem<T>(operands), output, logsumexp); });
   return {output, logsumexp};
 }
 
-std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const Tensor& grad_output, const Tensor& q,
-                                                                         const Tensor& k, const Tensor& v,
-                                                                         const Tensor& output,
-                                                                         const Tensor& logsumexp,
-                                                                         const AttentionOptions& options) {
+std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const AttentionBackwardOperands& operands) {
   const char* op = "scaled_dot_product_attention_backward";
-  const AttentionGeometry g = check_attention_backward_operands(grad_output, q, k, v, output, logsumexp, options, op);
+  const Tensor &q = operands.forward.q, &k = operands.forward.k, &v = operands.forward.v;
+  const AttentionGeometry& g = operands.forward.geometry;
   check_cpu(q, op);
   Tensor dq = zeros(q.sizes(), q.dtype(), q.device());
   Tensor dk = empty(k.sizes(), k.dtype(), k.device());
   Tensor dv = empty(v.sizes(), v.dtype(), v.device());
   dispatch_floating(q.dtype(), op, [&]<class T>() {
-    const Problem<T> p = make_problem<T>(q, k, v, options, g);
+    const Problem<T> p = make_problem<T>(operands.forward);
     Gradients<T> grads;
-    grads.grad_output = row_view<T>(grad_output, g.batch_shape);
-    const Tensor lse = contiguous(logsumexp);
+    grads.grad_output = row_view<T>(operands.grad_output, g.batch_shape);
+    const Tensor lse = contiguous(operands.logsumexp);
     Tensor delta = empty({g.batches * g.queries}, q.dtype(), q.device());
-    row_deltas(p, grads.grad_output, row_view<T>(output, g.batch_shape), delta.data_ptr<T>());
+    row_deltas(p, grads.grad_output, row_view<T>(operands.output, g.batch_shape), delta.data_ptr<T>());
     grads.lse = static_cast<const T*>(lse.data_ptr());
     grads.delta = delta.data_ptr<T>();
     grads.dq = dq.data_ptr<T>();

@@ -34,26 +34,23 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
   const ChannelLayout layout =
       check_batch_norm_operands(input_in, weight_in, bias_in, running_mean, running_var, training, eps);
   check_cpu(input_in, op);
-  Tensor input = contiguous(input_in), weight = contiguous_if_defined(weight_in);
-  Tensor bias = contiguous_if_defined(bias_in);
-  Tensor output = empty(input.sizes(), input.dtype(), input.device());
-  Tensor save_mean = empty({layout.channels}, input.dtype(), input.device());
-  Tensor save_invstd = empty({layout.channels}, input.dtype(), input.device());
-  if (layout.channels == 0) return {output, save_mean, save_invstd};
+  const NormalizationTensors t =
+      normalization_tensors(input_in, weight_in, bias_in, layout.channels, input_in.dtype());
+  if (layout.channels == 0) return {t.output, t.mean, t.inverse_std};
 
-  dispatch_floating(input.dtype(), op, [&]<class T>() {
-    const T* x = input.numel() > 0 ? input.data_ptr<T>() : nullptr;
-    T* y = input.numel() > 0 ? output.data_ptr<T>() : nullptr;
-    const T* w = data_or_null<T>(weight);
-    const T* b = data_or_null<T>(bias);
-    T* mean_out = save_mean.data_ptr<T>();
-    T* invstd_out = save_invstd.data_ptr<T>();
+  dispatch_floating(t.input.dtype(), op, [&]<class T>() {
+    const T* x = t.input.numel() > 0 ? t.input.data_ptr<T>() : nullptr;
+    T* y = t.input.numel() > 0 ? t.output.data_ptr<T>() : nullptr;
+    const T* w = data_or_null<T>(t.weight);
+    const T* b = data_or_null<T>(t.bias);
+    T* mean_out = t.mean.data_ptr<T>();
+    T* invstd_out = t.inverse_std.data_ptr<T>();
     T* run_mean = running_mean.defined() ? static_cast<T*>(running_mean.data_ptr()) : nullptr;
     T* run_var = running_var.defined() ? static_cast<T*>(running_var.data_ptr()) : nullptr;
     const int64_t channels = layout.channels, inner = layout.inner, outer = layout.outer;
     const int64_t n = layout.count();
 
-#pragma omp parallel for if (input.numel() > cpu::kParallelGrain)
+#pragma omp parallel for if (t.input.numel() > cpu::kParallelGrain)
     for (int64_t c = 0; c < channels; ++c) {
       T mean, invstd;
       if (training) {
@@ -93,7 +90,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
       }
     }
   });
-  return {output, save_mean, save_invstd};
+  return {t.output, t.mean, t.inverse_std};
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output_in, const Tensor& input_in,

@@ -231,20 +231,15 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input_in, const Shap
   const char* op = "layer_norm";
   const LayerNormLayout layout = check_layer_norm_operands(input_in, normalized_shape, weight_in, bias_in, eps);
   check_cpu(input_in, op);
-  Tensor input = contiguous(input_in);
-  Tensor weight = contiguous_if_defined(weight_in);
-  Tensor bias = contiguous_if_defined(bias_in);
-  Tensor output = empty(input.sizes(), input.dtype(), input.device());
-  Tensor mean = empty({layout.rows}, input.dtype(), input.device());
-  Tensor rstd = empty({layout.rows}, input.dtype(), input.device());
+  const NormalizationTensors t = normalization_tensors(input_in, weight_in, bias_in, layout.rows, input_in.dtype());
 
-  dispatch_floating(input.dtype(), op, [&]<class T>() {
-    const T* x = data_or_null<T>(input);
-    T* y = input.numel() > 0 ? output.data_ptr<T>() : nullptr;
-    const T* w = data_or_null<T>(weight);
-    const T* b = data_or_null<T>(bias);
-    T* means = layout.rows > 0 ? mean.data_ptr<T>() : nullptr;
-    T* rstds = layout.rows > 0 ? rstd.data_ptr<T>() : nullptr;
+  dispatch_floating(t.input.dtype(), op, [&]<class T>() {
+    const T* x = data_or_null<T>(t.input);
+    T* y = t.input.numel() > 0 ? t.output.data_ptr<T>() : nullptr;
+    const T* w = data_or_null<T>(t.weight);
+    const T* b = data_or_null<T>(t.bias);
+    T* means = layout.rows > 0 ? t.mean.data_ptr<T>() : nullptr;
+    T* rstds = layout.rows > 0 ? t.inverse_std.data_ptr<T>() : nullptr;
     const int64_t rows = layout.rows, cols = layout.cols;
     const T epsilon = static_cast<T>(eps);  // PyTorch adds eps in T
 
@@ -258,7 +253,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input_in, const Shap
       rstds[i] = row_rstd;
     }
   });
-  return {output, mean, rstd};
+  return {t.output, t.mean, t.inverse_std};
 }
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output_in, const Tensor& input_in,

@@ -142,7 +142,9 @@ Tensor as_batches(const Tensor& t, int64_t batches) {
 }
 
 template <class T>
-RowMasking<T> row_masking(const AttentionOptions& options, const AttentionGeometry& g, Tensor& dense_mask) {
+RowMasking<T> row_masking(const AttentionOperands& operands, Tensor& dense_mask) {
+  const AttentionOptions& options = operands.options;
+  const AttentionGeometry& g = operands.geometry;
   RowMasking<T> m;
   m.causal = options.is_causal;
   m.queries = g.queries;
@@ -169,10 +171,10 @@ RowMasking<T> row_masking(const AttentionOptions& options, const AttentionGeomet
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                        const AttentionOptions& options) {
+std::tuple<Tensor, Tensor> scaled_dot_product_attention(const AttentionOperands& operands) {
   const char* op = "scaled_dot_product_attention";
-  const AttentionGeometry g = check_attention_operands(q, k, v, options, op);
+  const Tensor &q = operands.q, &k = operands.k, &v = operands.v;
+  const AttentionGeometry& g = operands.geometry;
   check_cuda(q, op);
   DeviceGuard guard(q.device());
   const int64_t n = g.batches, rows = n * g.queries;
@@ -181,7 +183,7 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
   if (rows == 0) return {output, logsumexp};
   device_dispatch_floating(q.dtype(), op, [&]<class T>() {
     Tensor dense_mask;
-    const RowMasking<T> m = row_masking<T>(options, g, dense_mask);
+    const RowMasking<T> m = row_masking<T>(operands, dense_mask);
     Tensor scores = matmul(as_batches(q, n), transpose(as_batches(k, n), 1, 2));  // [N, L, S]
     if (g.keys > 0) {
       softmax_rows_kernel<T><<<row_blocks(rows), kThreads, 0, compute_stream(q.device().index)>>>(
@@ -196,13 +198,10 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const T
   return {output, logsumexp};
 }
 
-std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const Tensor& grad_output, const Tensor& q,
-                                                                         const Tensor& k, const Tensor& v,
-                                                                         const Tensor& output,
-                                                                         const Tensor& logsumexp,
-                                                                         const AttentionOptions& options) {
+std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const AttentionBackwardOperands& operands) {
   const char* op = "scaled_dot_product_attention_backward";
-  const AttentionGeometry g = check_attention_backward_operands(grad_output, q, k, v, output, logsumexp, options, op);
+  const Tensor &q = operands.forward.q, &k = operands.forward.k, &v = operands.forward.v;
+  const AttentionGeometry& g = operands.forward.geometry;
   check_cuda(q, op);
   DeviceGuard guard(q.device());
   const int64_t n = g.batches, rows = n * g.queries;
@@ -212,11 +211,11 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const T
   if (rows == 0 || g.keys == 0) return {dq, dk, dv};
   device_dispatch_floating(q.dtype(), op, [&]<class T>() {
     Tensor dense_mask;
-    const RowMasking<T> m = row_masking<T>(options, g, dense_mask);
+    const RowMasking<T> m = row_masking<T>(operands.forward, dense_mask);
     const cudaStream_t stream = compute_stream(q.device().index);
     const Tensor q3 = as_batches(q, n), k3 = as_batches(k, n), v3 = as_batches(v, n);
-    const Tensor grad3 = as_batches(grad_output, n), out3 = as_batches(output, n);
-    const Tensor lse = contiguous(logsumexp);
+    const Tensor grad3 = as_batches(operands.grad_output, n), out3 = as_batches(operands.output, n);
+    const Tensor lse = contiguous(operands.logsumexp);
     Tensor probs = matmul(q3, transpose(k3, 1, 2));
     const int64_t total = probs.numel();
     recompute_probs_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(probs.data_ptr<T>(), total, m,

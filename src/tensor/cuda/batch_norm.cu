@@ -129,22 +129,19 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
       check_batch_norm_operands(input_in, weight_in, bias_in, running_mean, running_var, training, eps);
   check_cuda(input_in, "batch_norm");
   DeviceGuard guard(input_in.device());
-  Tensor input = contiguous(input_in);
-  Tensor weight = contiguous_if_defined(weight_in);
-  Tensor bias = contiguous_if_defined(bias_in);
-  Tensor output = empty(input.sizes(), input.dtype(), input.device());
-  Tensor save_mean = empty({layout.channels}, input.dtype(), input.device());
-  Tensor save_invstd = empty({layout.channels}, input.dtype(), input.device());
-  if (layout.channels == 0) return {output, save_mean, save_invstd};
+  const NormalizationTensors t =
+      normalization_tensors(input_in, weight_in, bias_in, layout.channels, input_in.dtype());
+  if (layout.channels == 0) return {t.output, t.mean, t.inverse_std};
   const Channels l{layout.outer, layout.channels, layout.inner};
-  device_dispatch_floating(input.dtype(), "batch_norm", [&]<class T>() {
-    batch_norm_kernel<T><<<static_cast<unsigned>(layout.channels), kThreads, 0, compute_stream(input.device().index)>>>(
-        pointer_or_null<T>(input), pointer_or_null<T>(weight), pointer_or_null<T>(bias), mutable_or_null<T>(running_mean),
-        mutable_or_null<T>(running_var), l, training, momentum, eps, mutable_or_null<T>(output),
-        mutable_or_null<T>(save_mean), mutable_or_null<T>(save_invstd));
+  device_dispatch_floating(t.input.dtype(), "batch_norm", [&]<class T>() {
+    batch_norm_kernel<T><<<static_cast<unsigned>(layout.channels), kThreads, 0,
+                           compute_stream(input_in.device().index)>>>(
+        pointer_or_null<T>(t.input), pointer_or_null<T>(t.weight), pointer_or_null<T>(t.bias),
+        mutable_or_null<T>(running_mean), mutable_or_null<T>(running_var), l, training, momentum, eps,
+        mutable_or_null<T>(t.output), mutable_or_null<T>(t.mean), mutable_or_null<T>(t.inverse_std));
     TS_CUDA_CHECK_LAUNCH("batch_norm_kernel");
   });
-  return {output, save_mean, save_invstd};
+  return {t.output, t.mean, t.inverse_std};
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output_in, const Tensor& input_in,

@@ -33,32 +33,14 @@ void dispatch_bits(DType dtype, Body&& body) {
 
 // ---- tril / triu ----
 
-template <class T, bool Lower>
-__global__ void triangle_kernel(const T* x, int64_t n, int64_t rows, int64_t cols, int64_t diagonal, T* y) {
+template <class T>
+__global__ void triangle_kernel(const T* x, int64_t n, int64_t rows, int64_t cols, int64_t diagonal, bool lower,
+                                T* y) {
   for (int64_t e = thread_index(); e < n; e += thread_count()) {
     const int64_t j = e % cols, i = (e / cols) % rows;
-    const bool lower_part = j - i <= diagonal;   // tril keeps these
-    const bool upper_part = j - i >= diagonal;   // triu keeps these
-    y[e] = (Lower ? lower_part : upper_part) ? x[e] : T{0};
+    const bool keep = lower ? j - i <= diagonal : j - i >= diagonal;  // tril : triu
+    y[e] = keep ? x[e] : T{0};
   }
-}
-
-template <bool Lower>
-Tensor triangle(const Tensor& self_in, int64_t diagonal, const char* op) {
-  check_triangle(self_in, op);
-  check_cuda(self_in, op);
-  DeviceGuard guard(self_in.device());
-  Tensor self = contiguous(self_in);
-  Tensor out = empty(self.sizes(), self.dtype(), self.device());
-  const int64_t n = self.numel();
-  if (n == 0) return out;
-  dispatch_bits(self.dtype(), [&]<class B>() {  // zero bits are 0 in every dtype (false, +0.0)
-    triangle_kernel<B, Lower><<<blocks_for(n), kThreads, 0, compute_stream(self.device().index)>>>(
-        static_cast<const B*>(self.data_ptr()), n, self.size(-2), self.size(-1), diagonal,
-        static_cast<B*>(out.data_ptr()));
-    TS_CUDA_CHECK_LAUNCH("triangle_kernel");
-  });
-  return out;
 }
 
 // ---- index checks on the device ----
@@ -190,8 +172,23 @@ __global__ void scatter_add_kernel(T* y, const int64_t* index, const T* src, Dev
 
 }  // namespace
 
-Tensor tril(const Tensor& self, int64_t diagonal) { return triangle<true>(self, diagonal, "tril"); }
-Tensor triu(const Tensor& self, int64_t diagonal) { return triangle<false>(self, diagonal, "triu"); }
+Tensor triangle(const Tensor& self_in, int64_t diagonal, Triangle part) {
+  const char* op = triangle_name(part);
+  check_triangle(self_in, op);
+  check_cuda(self_in, op);
+  DeviceGuard guard(self_in.device());
+  Tensor self = contiguous(self_in);
+  Tensor out = empty(self.sizes(), self.dtype(), self.device());
+  const int64_t n = self.numel();
+  if (n == 0) return out;
+  dispatch_bits(self.dtype(), [&]<class B>() {  // zero bits are 0 in every dtype (false, +0.0)
+    triangle_kernel<B><<<blocks_for(n), kThreads, 0, compute_stream(self.device().index)>>>(
+        static_cast<const B*>(self.data_ptr()), n, self.size(-2), self.size(-1), diagonal, part == Triangle::lower,
+        static_cast<B*>(out.data_ptr()));
+    TS_CUDA_CHECK_LAUNCH("triangle_kernel");
+  });
+  return out;
+}
 
 Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) {
   const char* op = "index_select";

@@ -3,7 +3,7 @@
 // native_dispatch.cpp routes CUDA tensors here.
 //
 // Conventions: every function checks its operands (shapes through kernel_shapes.h, the
-// same checks as the CPU), makes the operands' device current, and queues its work on
+// same checks as the CPU; attention's arrive checked, see device_kernels.inc), makes the operands' device current, and queues its work on
 // that device's compute stream without waiting for it. Element-wise kernels, copies and
 // reductions read strided and broadcast operands directly; GEMM, cuDNN, pooling, softmax,
 // loss and dropout kernels make their inputs contiguous first. float32 and float64

@@ -181,22 +181,18 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input_in, const Shap
   check_cuda(input_in, "layer_norm");
   DeviceGuard guard(input_in.device());
   const Device device = input_in.device();
-  Tensor input = contiguous(input_in);
-  Tensor weight = contiguous_if_defined(weight_in);
-  Tensor bias = contiguous_if_defined(bias_in);
-  Tensor output = empty(input.sizes(), input.dtype(), device);
-  const DType statistics = layer_norm_statistics_dtype(input.dtype());
-  Tensor mean = empty({layout.rows}, statistics, device), rstd = empty({layout.rows}, statistics, device);
-  if (layout.rows == 0) return {output, mean, rstd};
-  device_dispatch_floating_bf16(input.dtype(), "layer_norm", [&]<class T>() {
+  const NormalizationTensors t = normalization_tensors(input_in, weight_in, bias_in, layout.rows,
+                                                       layer_norm_statistics_dtype(input_in.dtype()));
+  if (layout.rows == 0) return {t.output, t.mean, t.inverse_std};
+  device_dispatch_floating_bf16(t.input.dtype(), "layer_norm", [&]<class T>() {
     using Acc = Compute<T>;
     layer_norm_kernel<T><<<row_blocks(layout.rows), kThreads, 0, compute_stream(device.index)>>>(
-        pointer_or_null<T>(input), pointer_or_null<T>(weight), pointer_or_null<T>(bias), layout.rows, layout.cols,
-        static_cast<Acc>(eps), layout.cols > 0 ? static_cast<T*>(output.data_ptr()) : nullptr,
-        static_cast<Acc*>(mean.data_ptr()), static_cast<Acc*>(rstd.data_ptr()));
+        pointer_or_null<T>(t.input), pointer_or_null<T>(t.weight), pointer_or_null<T>(t.bias), layout.rows,
+        layout.cols, static_cast<Acc>(eps), layout.cols > 0 ? static_cast<T*>(t.output.data_ptr()) : nullptr,
+        static_cast<Acc*>(t.mean.data_ptr()), static_cast<Acc*>(t.inverse_std.data_ptr()));
     TS_CUDA_CHECK_LAUNCH("layer_norm_kernel");
   });
-  return {output, mean, rstd};
+  return {t.output, t.mean, t.inverse_std};
 }
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output_in, const Tensor& input_in,

@@ -34,6 +34,28 @@ constexpr int64_t kMaxChunks = 1024;
 template <class T>
 using Accumulator = std::conditional_t<is_device_floating<T>, double, int64_t>;
 
+// What each sum below launches with: the input's and output's elements, the input
+// device's compute stream, and the first pass's partial sums (in the accumulator's dtype)
+// where it takes two.
+template <class T>
+struct SumLaunch {
+  using Acc = Accumulator<T>;
+  const T* in;
+  T* out;
+  cudaStream_t stream;
+  Device device;
+
+  SumLaunch(const Tensor& x, Tensor& result)
+      : in(static_cast<const T*>(x.data_ptr())),
+        out(static_cast<T*>(result.data_ptr())),
+        stream(compute_stream(x.device().index)),
+        device(x.device()) {}
+
+  Tensor partials(int64_t count) const {
+    return empty({count}, std::is_same_v<Acc, double> ? DType::f64 : DType::i64, device);
+  }
+};
+
 // How a row of `inner` elements is split between blocks.
 struct Chunking {
   int64_t chunks = 1, chunk = 0;
@@ -86,28 +108,28 @@ __global__ void sum_lines_kernel(const In* x, int64_t lines, int64_t length, int
 // out[r] = sum of row r of the contiguous [outer, inner] `matrix`.
 template <class T>
 void sum_rows(const Tensor& matrix, int64_t outer, int64_t inner, Tensor& out) {
-  using Acc = Accumulator<T>;
-  cudaStream_t stream = compute_stream(matrix.device().index);
-  const auto* x = static_cast<const T*>(matrix.data_ptr());
-  auto* o = static_cast<T*>(out.data_ptr());
+  const SumLaunch<T> s(matrix, out);
+  using Acc = typename SumLaunch<T>::Acc;
   if (inner <= kShortRow) {
-    sum_lines_kernel<T, Acc, T><<<blocks_for(outer), kThreads, 0, stream>>>(x, outer, inner, inner, 1, 1, inner, o);
+    sum_lines_kernel<T, Acc, T><<<blocks_for(outer), kThreads, 0, s.stream>>>(s.in, outer, inner, inner, 1, 1, inner,
+                                                                               s.out);
     TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (short rows)");
     return;
   }
   const Chunking c = chunking(outer, inner);
   if (c.chunks == 1) {
-    sum_rows_kernel<T, Acc, T><<<blocks_for(outer * kThreads), kThreads, 0, stream>>>(x, outer, inner, 1, inner, o);
+    sum_rows_kernel<T, Acc, T><<<blocks_for(outer * kThreads), kThreads, 0, s.stream>>>(s.in, outer, inner, 1, inner,
+                                                                                        s.out);
     TS_CUDA_CHECK_LAUNCH("sum_rows_kernel");
     return;
   }
-  Tensor partial = empty({outer * c.chunks}, std::is_same_v<Acc, double> ? DType::f64 : DType::i64, matrix.device());
+  Tensor partial = s.partials(outer * c.chunks);
   auto* p = static_cast<Acc*>(partial.data_ptr());
-  sum_rows_kernel<T, Acc, Acc><<<blocks_for(outer * c.chunks * kThreads), kThreads, 0, stream>>>(
-      x, outer, inner, c.chunks, c.chunk, p);
+  sum_rows_kernel<T, Acc, Acc><<<blocks_for(outer * c.chunks * kThreads), kThreads, 0, s.stream>>>(
+      s.in, outer, inner, c.chunks, c.chunk, p);
   TS_CUDA_CHECK_LAUNCH("sum_rows_kernel (chunks)");
-  sum_rows_kernel<Acc, Acc, T><<<blocks_for(outer * kThreads), kThreads, 0, stream>>>(p, outer, c.chunks, 1,
-                                                                                      c.chunks, o);
+  sum_rows_kernel<Acc, Acc, T><<<blocks_for(outer * kThreads), kThreads, 0, s.stream>>>(p, outer, c.chunks, 1,
+                                                                                        c.chunks, s.out);
   TS_CUDA_CHECK_LAUNCH("sum_rows_kernel (partials)");
 }
 
@@ -118,28 +140,26 @@ void sum_rows(const Tensor& matrix, int64_t outer, int64_t inner, Tensor& out) {
 // keep the device busy.
 template <class T>
 void sum_columns(const Tensor& x, int64_t rows, int64_t columns, Tensor& out) {
-  using Acc = Accumulator<T>;
-  cudaStream_t stream = compute_stream(x.device().index);
-  const auto* in = static_cast<const T*>(x.data_ptr());
-  auto* o = static_cast<T*>(out.data_ptr());
+  const SumLaunch<T> s(x, out);
+  using Acc = typename SumLaunch<T>::Acc;
   constexpr int64_t kWantedThreads = int64_t{1} << 17;  // enough to fill a large GPU
   constexpr int64_t kMinRowsPerPart = 16;
   const int64_t parts = std::clamp<int64_t>(
       std::min(rows / kMinRowsPerPart, kWantedThreads / std::max<int64_t>(columns, 1)), 1, kMaxChunks);
   if (parts == 1) {
-    sum_lines_kernel<T, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(in, columns, rows, 1, columns, 1, rows,
-                                                                               o);
+    sum_lines_kernel<T, Acc, T><<<blocks_for(columns), kThreads, 0, s.stream>>>(s.in, columns, rows, 1, columns, 1,
+                                                                                 rows, s.out);
     TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (columns)");
     return;
   }
   const int64_t rows_per_part = (rows + parts - 1) / parts;
-  Tensor partial = empty({parts * columns}, std::is_same_v<Acc, double> ? DType::f64 : DType::i64, x.device());
+  Tensor partial = s.partials(parts * columns);
   auto* p = static_cast<Acc*>(partial.data_ptr());
-  sum_lines_kernel<T, Acc, Acc><<<blocks_for(parts * columns), kThreads, 0, stream>>>(in, columns, rows, 1, columns,
-                                                                                     parts, rows_per_part, p);
+  sum_lines_kernel<T, Acc, Acc><<<blocks_for(parts * columns), kThreads, 0, s.stream>>>(
+      s.in, columns, rows, 1, columns, parts, rows_per_part, p);
   TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (column parts)");
-  sum_lines_kernel<Acc, Acc, T><<<blocks_for(columns), kThreads, 0, stream>>>(p, columns, parts, 1, columns, 1, parts,
-                                                                              o);
+  sum_lines_kernel<Acc, Acc, T><<<blocks_for(columns), kThreads, 0, s.stream>>>(p, columns, parts, 1, columns, 1,
+                                                                                parts, s.out);
   TS_CUDA_CHECK_LAUNCH("sum_lines_kernel (partials)");
 }
 
@@ -166,24 +186,22 @@ __global__ void sum_around_kernel(const In* x, int64_t before, int64_t middle, i
 // x is [before, middle, after]; out[k] = the sum over the first and last dims.
 template <class T>
 void sum_around(const Tensor& x, int64_t before, int64_t middle, int64_t after, Tensor& out) {
-  using Acc = Accumulator<T>;
-  cudaStream_t stream = compute_stream(x.device().index);
-  const auto* in = static_cast<const T*>(x.data_ptr());
-  auto* o = static_cast<T*>(out.data_ptr());
+  const SumLaunch<T> s(x, out);
+  using Acc = typename SumLaunch<T>::Acc;
   const Chunking c = chunking(middle, before * after);
   if (c.chunks == 1) {
-    sum_around_kernel<T, Acc, T><<<blocks_for(middle * kThreads), kThreads, 0, stream>>>(in, before, middle, after, 1,
-                                                                                        before * after, o);
+    sum_around_kernel<T, Acc, T><<<blocks_for(middle * kThreads), kThreads, 0, s.stream>>>(s.in, before, middle, after,
+                                                                                          1, before * after, s.out);
     TS_CUDA_CHECK_LAUNCH("sum_around_kernel");
     return;
   }
-  Tensor partial = empty({middle * c.chunks}, std::is_same_v<Acc, double> ? DType::f64 : DType::i64, x.device());
+  Tensor partial = s.partials(middle * c.chunks);
   auto* p = static_cast<Acc*>(partial.data_ptr());
-  sum_around_kernel<T, Acc, Acc><<<blocks_for(middle * c.chunks * kThreads), kThreads, 0, stream>>>(
-      in, before, middle, after, c.chunks, c.chunk, p);
+  sum_around_kernel<T, Acc, Acc><<<blocks_for(middle * c.chunks * kThreads), kThreads, 0, s.stream>>>(
+      s.in, before, middle, after, c.chunks, c.chunk, p);
   TS_CUDA_CHECK_LAUNCH("sum_around_kernel (chunks)");
-  sum_rows_kernel<Acc, Acc, T><<<blocks_for(middle * kThreads), kThreads, 0, stream>>>(p, middle, c.chunks, 1,
-                                                                                      c.chunks, o);
+  sum_rows_kernel<Acc, Acc, T><<<blocks_for(middle * kThreads), kThreads, 0, s.stream>>>(p, middle, c.chunks, 1,
+                                                                                        c.chunks, s.out);
   TS_CUDA_CHECK_LAUNCH("sum_rows_kernel (partials)");
 }
 
