@@ -2,6 +2,7 @@
 
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/autograd/meta.h"
@@ -116,6 +117,10 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
   for (auto& node : root_nodes) root_pointers.push_back(node.get());
   std::unordered_map<Node*, int> dependencies = count_dependencies(root_pointers);
 
+  // Leaves whose gradient sink took some of their gradients: an empty slot there means
+  // "all arrived", not "none", and gets no zeros.
+  std::unordered_set<Node*> given_to_sink;
+
   std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, LaterFirst> ready;
   std::unordered_map<Node*, bool> queued;
   for (auto& node : root_nodes) {
@@ -132,14 +137,15 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
     buffers.erase(node.get());
     grads.resize(node->outputs().size());
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined()) {
+      if (!grads[i].defined() && !given_to_sink.contains(node.get())) {
         const OutputInfo& info = node->outputs()[i];
         grads[i] = native::zeros(info.shape, info.dtype, info.device);
       }
     }
     node->run_pre_hooks(grads);
-    TensorList input_grads = node->apply(std::move(grads));
-    if (!retain_graph) node->release_saved();
+    TensorList input_grads =
+        retain_graph ? node->apply(std::move(grads)) : node->apply_and_release(std::move(grads));
+    grads = TensorList();  // the outputs' gradients are spent: free them before the inputs' are passed on
 
     std::vector<Edge>& edges = node->next_edges();
     TS_CHECK(input_grads.size() == edges.size() || input_grads.empty(), Error, node->name(), " returned ",
@@ -147,7 +153,11 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
     for (size_t i = 0; i < edges.size(); ++i) {
       Node* next = edges[i].node.get();
       if (next == nullptr) continue;
-      if (!input_grads.empty()) {
+      auto* accumulator = dynamic_cast<AccumulateGrad*>(next);
+      if (!input_grads.empty() && accumulator != nullptr && accumulator->give_to_sink(input_grads[i])) {
+        given_to_sink.insert(next);
+        input_grads[i] = Tensor();
+      } else if (!input_grads.empty()) {
         TensorList& buffer = buffers[next];
         buffer.resize(std::max<size_t>(next->outputs().size(), edges[i].input_nr + 1));
         accumulate(buffer[edges[i].input_nr], std::move(input_grads[i]));
@@ -174,5 +184,11 @@ void queue_final_callback(std::function<void()> callback) {
 }
 
 bool in_backward() { return current_task != nullptr; }
+
+void set_gradient_sink(const Tensor& leaf, GradientSink sink) {
+  TS_CHECK(leaf.defined() && leaf.requires_grad() && leaf.is_leaf(), ValueError,
+           "set_gradient_sink needs a leaf that requires grad, got ", leaf.defined() ? leaf.str() : "undefined");
+  meta_of(leaf).gradient_sink = std::move(sink);
+}
 
 }  // namespace tessera::autograd

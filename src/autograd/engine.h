@@ -7,6 +7,7 @@
 
 #include <functional>
 
+#include "tessera/autograd/meta.h"
 #include "tessera/autograd/node.h"
 
 namespace tessera::autograd {
@@ -24,5 +25,14 @@ void queue_final_callback(std::function<void()> callback);
 
 // True while this thread is running a backward.
 bool in_backward();
+
+// Lets `sink` take each gradient of the leaf `leaf` as it arrives, instead of the engine
+// holding it until the leaf's last one has come and adding their sum (FSDP adds each into
+// its gradient buffer: GPT-2's tied wte then never holds its head's [vocab, dim] gradient
+// through the whole backward). Gradients the sink declines take the usual path. A leaf
+// with gradient hooks (register_hook) gets no gradient through its sink: hooks see the sum.
+// Post-accumulate hooks still run once, when the leaf's last gradient has arrived; .grad
+// then holds only what the sink declined (undefined if it took everything).
+void set_gradient_sink(const Tensor& leaf, GradientSink sink);
 
 }  // namespace tessera::autograd

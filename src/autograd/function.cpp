@@ -36,8 +36,9 @@ bool needs_grad(const TensorList& inputs) {
   return false;
 }
 
-void record(const char* name, const TensorList& inputs, const TensorList& outputs, FunctionNode::Backward backward) {
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+namespace {
+
+void attach(const std::shared_ptr<FunctionNode>& node, const TensorList& inputs, const TensorList& outputs) {
   for (const Tensor& input : inputs) node->next_edges().push_back(input.defined() ? gradient_edge(input) : Edge{});
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
@@ -47,6 +48,17 @@ void record(const char* name, const TensorList& inputs, const TensorList& output
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
   }
+}
+
+}  // namespace
+
+void record(const char* name, const TensorList& inputs, const TensorList& outputs, FunctionNode::Backward backward) {
+  attach(std::make_shared<FunctionNode>(name, std::move(backward)), inputs, outputs);
+}
+
+void record(const char* name, const TensorList& inputs, const TensorList& outputs,
+            FunctionNode::ReusingBackward backward) {
+  attach(std::make_shared<FunctionNode>(name, std::move(backward)), inputs, outputs);
 }
 
 }  // namespace autograd

@@ -29,5 +29,9 @@ inline Tensor saved(const Tensor& tensor) { return tensor.defined() ? tensor.det
 // `backward` returns one gradient per input (undefined for inputs that need none).
 void record(const char* name, const TensorList& inputs, const TensorList& outputs,
             FunctionNode::Backward backward);
+// The same for a backward that may reuse its saved buffers on its last use
+// (FunctionNode::ReusingBackward: `(const TensorList& g, bool last_use) mutable`).
+void record(const char* name, const TensorList& inputs, const TensorList& outputs,
+            FunctionNode::ReusingBackward backward);
 
 }  // namespace tessera::autograd

@@ -1,6 +1,7 @@
 // The autograd state a tensor carries once autograd concerns it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -18,6 +19,10 @@ struct TensorAttachment {
   virtual ~TensorAttachment() = default;
 };
 
+// Takes one of a leaf's gradients as it arrives (true), or declines it (false: the engine
+// sums it with the others and AccumulateGrad adds the sum, as without a sink).
+using GradientSink = std::function<bool(const Tensor& grad)>;
+
 struct AutogradMeta final : AutogradMetaInterface {
   bool requires_grad = false;
   Tensor grad;                           // a leaf's accumulated gradient
@@ -26,6 +31,7 @@ struct AutogradMeta final : AutogradMetaInterface {
   std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad node, made on demand
   std::vector<std::pair<int, GradHook>> hooks;  // a leaf's gradient hooks
   std::vector<PostAccumulateGradHook> post_accumulate_hooks;
+  GradientSink gradient_sink;  // set_gradient_sink (engine.h)
   int next_hook_handle = 0;
   std::vector<std::shared_ptr<const TensorAttachment>> attachments;
 };

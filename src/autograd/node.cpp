@@ -53,11 +53,32 @@ void Node::run_pre_hooks(TensorList& grad_outputs) {
   }
 }
 
-TensorList FunctionNode::apply(TensorList&& grad_outputs) {
+TensorList Node::apply_and_release(TensorList&& grad_outputs) {
+  TensorList grads = apply(std::move(grad_outputs));
+  release_saved();
+  return grads;
+}
+
+FunctionNode::FunctionNode(std::string name, Backward backward)
+    : Node(std::move(name)),
+      backward_([backward = std::move(backward)](const TensorList& grads, bool) { return backward(grads); }) {}
+
+void FunctionNode::check_not_released() const {
   TS_CHECK(!released_, Error, "backward through ", name(),
            " a second time: its saved tensors were freed after the first backward; "
            "pass retain_graph=true to the first backward() to keep them");
-  return backward_(grad_outputs);
+}
+
+TensorList FunctionNode::apply(TensorList&& grad_outputs) {
+  check_not_released();
+  return backward_(grad_outputs, false);
+}
+
+TensorList FunctionNode::apply_and_release(TensorList&& grad_outputs) {
+  check_not_released();
+  TensorList grads = backward_(grad_outputs, true);
+  release_saved();
+  return grads;
 }
 
 void FunctionNode::release_saved() {
@@ -77,20 +98,28 @@ bool owns_its_storage(const Tensor& grad) {
 TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
   Tensor grad = std::move(grad_outputs[0]);
   AutogradMeta& meta = meta_of(leaf_);
-  for (auto& [handle, hook] : meta.hooks) {
-    Tensor replacement = hook(grad);
-    if (replacement.defined()) grad = std::move(replacement);
-  }
-  TS_CHECK(grad.sizes() == leaf_.sizes(), ShapeError, "gradient of shape ", shape_str(grad.sizes()),
-           " does not match its leaf of shape ", shape_str(leaf_.sizes()));
-  NoGradGuard no_grad;
-  if (!meta.grad.defined()) {
-    meta.grad = owns_its_storage(grad) ? std::move(grad) : native::clone(grad);
-  } else {
-    native::add_scaled_(meta.grad, grad, 1.0);
+  if (grad.defined()) {  // undefined: the gradient sink took every one
+    for (auto& [handle, hook] : meta.hooks) {
+      Tensor replacement = hook(grad);
+      if (replacement.defined()) grad = std::move(replacement);
+    }
+    TS_CHECK(grad.sizes() == leaf_.sizes(), ShapeError, "gradient of shape ", shape_str(grad.sizes()),
+             " does not match its leaf of shape ", shape_str(leaf_.sizes()));
+    NoGradGuard no_grad;
+    if (!meta.grad.defined()) {
+      meta.grad = owns_its_storage(grad) ? std::move(grad) : native::clone(grad);
+    } else {
+      native::add_scaled_(meta.grad, grad, 1.0);
+    }
   }
   for (PostAccumulateGradHook& hook : meta.post_accumulate_hooks) hook(leaf_);
   return {};
+}
+
+bool AccumulateGrad::give_to_sink(const Tensor& grad) {
+  AutogradMeta& meta = meta_of(leaf_);
+  if (!meta.gradient_sink || !meta.hooks.empty() || !grad.defined() || grad.sizes() != leaf_.sizes()) return false;
+  return meta.gradient_sink(grad);
 }
 
 Edge gradient_edge(const Tensor& tensor) {

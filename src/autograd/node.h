@@ -40,6 +40,9 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual TensorList apply(TensorList&& grad_outputs) = 0;
   // Frees what the forward saved, after a backward without retain_graph.
   virtual void release_saved() {}
+  // apply() for the last time (a backward without retain_graph), then release_saved(): a
+  // node may reuse what it saved as its gradients' memory.
+  virtual TensorList apply_and_release(TensorList&& grad_outputs);
 
   const std::string& name() const { return name_; }
   // Creation order; the engine runs ready nodes latest-first, i.e. in reverse forward order.
@@ -72,12 +75,19 @@ class Node : public std::enable_shared_from_this<Node> {
 class FunctionNode final : public Node {
  public:
   using Backward = std::function<TensorList(const TensorList& grad_outputs)>;
-  FunctionNode(std::string name, Backward backward) : Node(std::move(name)), backward_(std::move(backward)) {}
+  // A backward told whether it runs for the last time (`last_use`: no retain_graph, what it
+  // captured is freed right after), so that it may write its gradient into a saved buffer
+  // nobody else holds (a mutable closure moving it out) instead of allocating one.
+  using ReusingBackward = std::function<TensorList(const TensorList& grad_outputs, bool last_use)>;
+  FunctionNode(std::string name, Backward backward);
+  FunctionNode(std::string name, ReusingBackward backward) : Node(std::move(name)), backward_(std::move(backward)) {}
   TensorList apply(TensorList&& grad_outputs) override;
+  TensorList apply_and_release(TensorList&& grad_outputs) override;
   void release_saved() override;
 
  private:
-  Backward backward_;
+  void check_not_released() const;
+  ReusingBackward backward_;
   bool released_ = false;
 };
 
@@ -87,6 +97,9 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor leaf);
   TensorList apply(TensorList&& grad_outputs) override;
   const Tensor& leaf() const { return leaf_; }
+  // Hands `grad` to the leaf's gradient sink (set_gradient_sink) if it has one and no
+  // gradient hooks; true when the sink took it.
+  bool give_to_sink(const Tensor& grad);
 
  private:
   Tensor leaf_;

@@ -45,6 +45,10 @@ void FsdpState::install_hooks() {
       Tensor& parameter = *unit->parameters()[i].slot;
       parameter.register_post_accumulate_grad_hook(
           [this, unit, i](Tensor& leaf) { on_parameter_gradient(*unit, i, leaf); });
+      autograd::set_gradient_sink(parameter, [this, unit, i](const Tensor& grad) {
+        begin_backward_once();
+        return unit->add_gradient_contribution(i, grad);
+      });
     }
   }
 }
@@ -143,7 +147,11 @@ void FsdpState::on_parameter_gradient(Unit& unit, size_t index, Tensor& paramete
   begin_backward_once();
   Tensor grad = parameter.grad();
   parameter.set_grad(Tensor());  // the gradient lives on in the unit's buffer
-  unit.accumulate_gradient(index, grad);
+  if (grad.defined()) {
+    unit.accumulate_gradient(index, grad);
+  } else {
+    unit.count_gradient();  // every piece came through the gradient sink
+  }
   if (unit.gradients_received() == unit.gradients_expected()) finish_unit(unit);
 }
 

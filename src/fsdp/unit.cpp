@@ -222,15 +222,27 @@ void Unit::reshard() {
 }
 
 void Unit::accumulate_gradient(size_t index, const Tensor& grad) {
+  add_to_gradient_buffer(index, grad.dtype() == reduce_dtype_ ? grad : native::to_dtype(grad, reduce_dtype_));
+  ++gradients_received_;
+}
+
+bool Unit::add_gradient_contribution(size_t index, const Tensor& grad) {
+  if (grad.dtype() != reduce_dtype_ || grad.device() != device_) return false;
+  if (full_gradient_.defined() && !gradient_buffer_is_this_backwards_) return false;
+  add_to_gradient_buffer(index, grad);
+  return true;
+}
+
+void Unit::add_to_gradient_buffer(size_t index, const Tensor& grad) {
   NoGradGuard no_grad;
   if (!full_gradient_.defined()) {
     full_gradient_ = native::zeros({layout_.padded_numel()}, reduce_dtype_, device_);
     counters_.add_gradient_bytes(gradient_bytes());
+    gradient_buffer_is_this_backwards_ = true;
   }
   const FlatEntry& entry = layout_.entries()[index];
   Tensor slot = native::view(native::narrow(full_gradient_, 0, entry.offset, entry.numel), entry.shape);
-  native::add_scaled_(slot, grad.dtype() == reduce_dtype_ ? grad : native::to_dtype(grad, reduce_dtype_), 1.0);
-  ++gradients_received_;
+  native::add_scaled_(slot, grad, 1.0);
 }
 
 void Unit::start_reduction(const std::optional<RowWeight>& weight) {

@@ -111,6 +111,15 @@ class Unit {
 
   // Gradients: the unsharded gradient buffer collects each parameter's gradient.
   void accumulate_gradient(size_t index, const Tensor& grad);
+  // One of a parameter's gradients added into the buffer as it arrives (its autograd
+  // gradient sink), so that a tied weight's two gradients never wait side by side; true
+  // when taken. Declined (the engine sums them first, as before) unless the buffer is this
+  // backward's own (not kept from an earlier one by no_sync) and `grad` has the reduce
+  // dtype: then 0 + a + b is what adding the sum a + b gave, bit for bit.
+  bool add_gradient_contribution(size_t index, const Tensor& grad);
+  // A parameter's gradients have all arrived (its post-accumulate hook), every one of them
+  // through add_gradient_contribution.
+  void count_gradient() { ++gradients_received_; }
   int gradients_received() const { return gradients_received_; }
   int gradients_expected() const { return static_cast<int>(parameters_.size()); }
   bool has_unsharded_gradient() const { return full_gradient_.defined(); }
@@ -143,7 +152,10 @@ class Unit {
   // gradient shard is all-reduced across it before it lands (hybrid.cpp). Null: none.
   void set_replica_group(dist::ProcessGroup* group) { replica_group_ = group; }
   dist::ProcessGroup* replica_group() const { return replica_group_; }
-  void reset_gradient_count() { gradients_received_ = 0; }
+  void reset_gradient_count() {
+    gradients_received_ = 0;
+    gradient_buffer_is_this_backwards_ = false;
+  }
 
   // This rank's slice of the full buffer copied back into the shard (after the full
   // parameters were changed in place).
@@ -186,6 +198,7 @@ class Unit {
   Tensor to_host(const Tensor& on_device) const;
   int64_t padded_bytes() const;    // the gathered buffer, in param_dtype
   int64_t gradient_bytes() const;  // the unsharded gradient, in reduce_dtype
+  void add_to_gradient_buffer(size_t index, const Tensor& grad);  // grad in reduce_dtype
 
   std::string name_;
   std::string description_;  // the name and the parameters, for messages
@@ -217,6 +230,7 @@ class Unit {
   Tensor summoned_;                        // mixed precision's full-precision summon
   State state_ = State::released;
   int gradients_received_ = 0;
+  bool gradient_buffer_is_this_backwards_ = false;  // full_gradient_ made since the last reset_gradient_count()
 };
 
 }  // namespace tessera::fsdp::detail

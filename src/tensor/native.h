@@ -267,4 +267,14 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const T
 struct AttentionOperands;
 struct AttentionBackwardOperands;
 
+// ---- Cross entropy's backward in the log-probabilities' memory (activation memory, issue 13) ----
+// log_softmax_backward(nll_loss_backward(grad_output, log_probs, target, weight, reduction,
+// ignore_index, total_weight), log_probs, class dim), the same bits, written over log_probs
+// (contiguous; the caller gives it up): cross entropy's gradient with respect to the scores
+// in one [N, C] buffer instead of three. On the CPU one pass in place; CUDA composes the two
+// kernels meanwhile (same values, no memory saved yet).
+void cross_entropy_backward_(Tensor& log_probs, const Tensor& grad_output, const Tensor& target,
+                             const Tensor& weight, Reduction reduction, int64_t ignore_index,
+                             const Tensor& total_weight);
+
 }  // namespace tessera::native

@@ -199,3 +199,57 @@ TEST_CASE("gradients reaching a node along two paths are summed in place") {
   // The two contributions, then their sum and x's gradient (out of place: 3 x [N] at the sum).
   CHECK(peak <= 2 * bytes + 64);
 }
+
+TEST_CASE("a gradient sink takes each of a leaf's gradients as it arrives; post-accumulate hooks run once") {
+  // w feeds two products, as GPT-2's tied wte feeds the head and the embedding: the sink
+  // sees 3 g and then 5 g (reverse forward order), the engine never holds both.
+  ts::Tensor w = ts::ones({4}).requires_grad_();
+  std::vector<std::vector<float>> taken;
+  ts::autograd::set_gradient_sink(w, [&](const ts::Tensor& grad) {
+    taken.push_back(grad.to_vector<float>());
+    return true;
+  });
+  int post_hooks = 0;
+  bool grad_defined_in_hook = true;
+  w.register_post_accumulate_grad_hook([&](ts::Tensor& leaf) {
+    ++post_hooks;
+    grad_defined_in_hook = leaf.grad().defined();
+  });
+  ts::Tensor first_use = (w * 3.0).sum();
+  ts::Tensor second_use = (w * 5.0).sum();
+  (first_use + second_use).backward();
+  REQUIRE(taken.size() == 2);
+  CHECK(taken[0] == std::vector<float>(4, 5.0f));  // the later use's first
+  CHECK(taken[1] == std::vector<float>(4, 3.0f));
+  CHECK(post_hooks == 1);
+  CHECK_FALSE(grad_defined_in_hook);
+  CHECK_FALSE(w.grad().defined());
+}
+
+TEST_CASE("gradients a sink declines are summed and accumulated as without one") {
+  ts::Tensor w = ts::ones({3}).requires_grad_();
+  int offered = 0;
+  ts::autograd::set_gradient_sink(w, [&](const ts::Tensor&) {
+    ++offered;
+    return false;
+  });
+  ((w * 3.0).sum() + (w * 5.0).sum()).backward();
+  CHECK(offered == 2);
+  CHECK(w.grad().to_vector<float>() == std::vector<float>(3, 8.0f));
+}
+
+TEST_CASE("a leaf with a gradient hook gets nothing through its sink: the hook sees the sum") {
+  ts::Tensor w = ts::ones({3}).requires_grad_();
+  int offered = 0;
+  ts::autograd::set_gradient_sink(w, [&](const ts::Tensor&) { return ++offered > 0; });
+  std::vector<float> seen;
+  w.register_hook([&](const ts::Tensor& grad) {
+    seen = grad.to_vector<float>();
+    return ts::Tensor();
+  });
+  ((w * 3.0).sum() + (w * 5.0).sum()).backward();
+  CHECK(offered == 0);
+  CHECK(seen == std::vector<float>(3, 8.0f));
+  CHECK(w.grad().to_vector<float>() == std::vector<float>(3, 8.0f));
+  CHECK_THROWS_AS(ts::autograd::set_gradient_sink(w * 2.0, [](const ts::Tensor&) { return true; }), ts::ValueError);
+}

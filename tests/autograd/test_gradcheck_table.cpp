@@ -136,6 +136,21 @@ std::vector<OpCase> op_cases() {
        [](L x) { return ts::nll_loss(x[0], labels({3, 0, 1}), {.reduction = ts::Reduction::sum}); }},
       {"cross_entropy", [] { return TensorList{leaf({5, 4}, 57, -2, 2)}; },
        [](L x) { return ts::cross_entropy(x[0], labels({0, 1, 2, 3, 0})); }},
+      // Without label smoothing cross_entropy is one fused node: each of its options.
+      {"cross_entropy weighted, ignore_index", [] { return TensorList{leaf({5, 4}, 59, -2, 2)}; },
+       [](L x) {
+         return ts::cross_entropy(x[0], labels({0, 2, 1, 3, 2}),
+                                  {.weight = ts::tensor<double>({0.5, 1.0, 2.0, 1.5}), .ignore_index = 1});
+       }},
+      {"cross_entropy [N, C, d] sum and none", [] { return TensorList{leaf({2, 3, 4}, 60, -2, 2)}; },
+       [](L x) {
+         Tensor t = ts::tensor<int64_t>({0, 2, 1, -100, 2, 2, 0, 1}, {2, 4});
+         return ts::cross_entropy(x[0], t, {.reduction = ts::Reduction::sum}) +
+                (ts::cross_entropy(x[0], t, {.reduction = ts::Reduction::none}) * ts::arange(4, {.dtype = DType::f64}))
+                    .sum();
+       }},
+      {"cross_entropy of one score vector [C]", [] { return TensorList{leaf({5}, 61, -2, 2)}; },
+       [](L x) { return ts::cross_entropy(x[0], ts::full({}, 2, {.dtype = DType::i64})); }},
       {"dropout", [] { return TensorList{leaf({4, 6}, 58)}; },
        [](L x) { return ts::dropout(x[0], 0.3, true, {.seed = 1, .stream = 2, .step = 3}); }},
       // Transformer layers. Embedding's padding_idx and scale_grad_by_freq change the
@@ -232,7 +247,7 @@ std::vector<OpCase> op_cases() {
          return ts::cross_entropy(x[0], t, {.reduction = ts::Reduction::sum, .label_smoothing = 0.1}) +
                 ts::cross_entropy(x[0], t, {.reduction = ts::Reduction::none, .label_smoothing = 0.3});
        }},
-      {"cross_entropy of one score vector [C]", [] { return TensorList{leaf({5}, 99, -2, 2)}; },
+      {"cross_entropy of one score vector [C], label smoothing", [] { return TensorList{leaf({5}, 99, -2, 2)}; },
        [](L x) { return ts::cross_entropy(x[0], ts::full({}, 3, {.dtype = DType::i64}), {.label_smoothing = 0.25}); }},
       // Attention: the blocked kernel (float64), then the unblocked path a mask with a gradient takes.
       {"scaled_dot_product_attention", [] { return TensorList{leaf({2, 2, 4, 3}, 80), leaf({2, 2, 5, 3}, 81), leaf({2, 2, 5, 2}, 82)}; },

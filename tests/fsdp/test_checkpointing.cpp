@@ -156,8 +156,8 @@ TEST_CASE("checkpointed GPT2Blocks at least halve a GPT-2's activation memory (p
   const int64_t without = activation_bytes(false), with = activation_bytes(true);
   MESSAGE("rank ", world->rank(), " of ", world->size(), ": activation memory ", without, " bytes without checkpointing, ",
           with, " with (", static_cast<double>(with) / static_cast<double>(without), ")");
-  // Measured: 1 rank 10,633,220 -> 3,547,652 bytes (0.33); 2 ranks 8,005,636 -> 4,131,844
-  // (0.52); 4 ranks 5,750,788 -> 3,813,892 (0.66). The bar is issue #13's at one rank; at
+  // Measured: 1 rank 10,371,076 -> 3,285,508 bytes (0.32); 2 ranks 7,743,492 -> 3,869,700
+  // (0.50); 4 ranks 5,488,644 -> 3,551,748 (0.65). The bar is issue #13's at one rank; at
   // more ranks each rank's rows shrink while the root's gathered wte (and its unsharded
   // gradient) stay whole, so checkpointing saves less of the peak there.
   if (world->size() == 1) {

@@ -13,6 +13,10 @@
 // - Generation: every rank generates PyTorch's greedy tokens from the sharded model.
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <map>
+#include <optional>
+
 #include "../dist/dist_test_support.h"
 #include "gpt2_reference.h"
 #include "temp_dir.h"
@@ -41,6 +45,12 @@ std::unique_ptr<models::GPT2> sharded_model(DType dtype, const models::GPTConfig
   fsdp::fully_shard(*model, dist_test::world(), kSharding);
   model->load_hf_state_dict(gpt2_reference::hub_weights());  // every rank keeps its slices
   return model;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  Tensor ca = a.detach().contiguous(), cb = b.detach().contiguous();
+  return ca.numel() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 
 double global_sum(double local) {
@@ -138,6 +148,40 @@ TEST_CASE("GPT2 under FSDP: with dropout, N ranks learn what one rank learns") {
     if (name.ends_with("attn.c_attn.bias")) continue;  // its key third is rounding noise (test_gpt2.cpp)
     CAPTURE(name);
     CHECK(gpt2_reference::normwise_error(tensor, single_state.at(name)) <= 1e-10);
+  }
+}
+
+TEST_CASE("GPT2 under FSDP at one rank: every gradient, the tied wte's too, is the unsharded model's bit for bit") {
+  // The root's gradient buffer takes wte's two gradients (the head's, then the embedding's)
+  // as each arrives (the autograd gradient sink): 0 + head + embedding, the bits of the
+  // engine's head + embedding added at once. Two backwards, the first under no_sync (the
+  // second finds the buffer kept and takes the usual path).
+  if (dist_test::world()->size() != 1) return;
+  const auto& ref = reference();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    CAPTURE(tag(dtype));
+    auto sharded = sharded_model(dtype, ref.config);
+    models::GPT2 single(ref.config);
+    single.to(dtype);
+    single.load_hf_state_dict(gpt2_reference::hub_weights());
+    for (int64_t step = 0; step < 2; ++step) {
+      {
+        std::optional<fsdp::NoSyncScope> no_sync;
+        if (step == 0) no_sync.emplace(*sharded);
+        gpt2_reference::rows_loss(*sharded, step, 0, ref.training.batch).backward();
+      }
+      gpt2_reference::rows_loss(single, step, 0, ref.training.batch).backward();
+    }
+    std::map<std::string, Tensor> single_parameters;
+    for (const auto& [name, parameter] : single.named_parameters()) single_parameters[name] = parameter;
+    for (const fsdp::UnitInfo& unit : fsdp::units(*sharded)) {
+      REQUIRE(unit.shard.grad().defined());
+      for (const auto& entry : unit.layout.entries()) {
+        CAPTURE(entry.name);
+        const Tensor grad = unit.shard.grad().narrow(0, entry.offset, entry.numel).view(entry.shape);
+        CHECK(same_bits(grad, single_parameters.at(entry.name).grad()));
+      }
+    }
   }
 }
 

@@ -43,6 +43,28 @@ std::tuple<Tensor, Tensor> nll_loss_and_total_weight(const Tensor& log_probs, co
   return {loss, total_weight};
 }
 
+// log_softmax and nll_loss as one node that saves only the log-probabilities. Its backward
+// (native::cross_entropy_backward_) turns them into the gradient, in place on its last use:
+// one [N, C] buffer in backward where the two nodes held three (the saved log-probabilities,
+// nll_loss's gradient and log_softmax's). The same bits as the two nodes.
+Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t class_dim,
+                           const NllLossOptions& options) {
+  Tensor log_probs = native::log_softmax(logits, class_dim);
+  auto [loss, total_weight] =
+      native::nll_loss(log_probs, target, options.weight, options.reduction, options.ignore_index);
+  if (needs_grad({logits})) {
+    record("CrossEntropyBackward", {logits}, {loss},
+           [lp = saved(log_probs), target = saved(target), weight = saved(options.weight),
+            reduction = options.reduction, ignore_index = options.ignore_index,
+            total_weight = saved(total_weight)](const TensorList& g, bool last_use) mutable {
+             Tensor grad = last_use && autograd::owns_its_storage(lp) ? std::move(lp) : native::clone(lp);
+             native::cross_entropy_backward_(grad, g[0], target, weight, reduction, ignore_index, total_weight);
+             return TensorList{grad};
+           });
+  }
+  return loss;
+}
+
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& options) {
@@ -59,9 +81,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
            "cross_entropy: label_smoothing must be in [0, 1], got ", options.label_smoothing);
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
   const NllLossOptions nll_options{options.weight, options.reduction, options.ignore_index};
+  if (options.label_smoothing == 0) return fused_cross_entropy(logits, target, class_dim, nll_options);
   Tensor log_probs = log_softmax(logits, class_dim);
   auto [nll, total_weight] = nll_loss_and_total_weight(log_probs, target, nll_options);
-  if (options.label_smoothing == 0) return nll;
   // torch 1.13's cross_entropy_loss_label_smoothing, step by step: the smoothing term is
   // -sum_c w_c log p_c per position, zero at ignored targets, reduced like the loss (mean:
   // over the same summed target weight), then mixed in with label_smoothing / C.

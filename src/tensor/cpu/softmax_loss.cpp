@@ -165,4 +165,46 @@ Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, 
   return grad_input;
 }
 
+void cross_entropy_backward_(Tensor& log_probs, const Tensor& grad_output_in, const Tensor& target_in,
+                             const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
+                             const Tensor& total_weight) {
+  const char* op = "cross_entropy_backward_";
+  const NllLayout layout = check_nll_operands(log_probs, target_in, weight_in);
+  check_cpu(log_probs, op);
+  TS_CHECK(log_probs.is_contiguous(), ShapeError, op, ": log_probs of shape ", shape_str(log_probs.sizes()),
+           " must be contiguous (it becomes the gradient in place)");
+  Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
+  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
+  const int64_t positions = layout.positions(), classes = layout.classes, inner = layout.inner;
+  TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? positions : 1), ShapeError, op, ": gradient of shape ",
+           shape_str(grad_output.sizes()), " does not match target of shape ", shape_str(target.sizes()),
+           " with this reduction");
+  dispatch_floating(log_probs.dtype(), op, [&]<class T>() {
+    const T* g = static_cast<const T*>(grad_output.data_ptr());
+    const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
+    const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
+    T* lp = log_probs.data_ptr<T>();
+    // nll_loss_backward's arithmetic for the one non-zero of each position's gradient, then
+    // log_softmax_backward's over the position's classes, whose sum of that gradient is
+    // the one term (zeros add nothing; 0 + x is what the sum starting from zero gives).
+    const T scale = reduction == Reduction::mean ? g[0] / total_weight.item<T>() : g[0];
+#pragma omp parallel for if (positions * classes > cpu::kParallelGrain)
+    for (int64_t p = 0; p < positions; ++p) {
+      const int64_t cls = t[p];
+      const bool counted = !(cls == ignore_index || cls < 0 || cls >= classes);
+      T nll_grad = 0;
+      if (counted) {
+        const T row_scale = reduction == Reduction::none ? g[p] : scale;
+        nll_grad = -(w ? w[cls] : T(1)) * row_scale;
+      }
+      const double total = 0.0 + static_cast<double>(nll_grad);
+      T* row = lp + (p / inner) * classes * inner + p % inner;
+      for (int64_t d = 0; d < classes; ++d) {
+        const T dy = counted && d == cls ? nll_grad : T(0);
+        row[d * inner] = static_cast<T>(dy - std::exp(static_cast<double>(row[d * inner])) * total);
+      }
+    }
+  });
+}
+
 }  // namespace tessera::cpu
