@@ -26,6 +26,20 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 
 namespace {
 
+// What nll_loss's gradient reads besides the log-probabilities; both nodes below keep it.
+struct SavedTargets {
+  Tensor target, weight, total_weight;
+  Reduction reduction;
+  int64_t ignore_index;
+
+  SavedTargets(const Tensor& target_, const NllLossOptions& options, const Tensor& total_weight_)
+      : target(saved(target_)),
+        weight(saved(options.weight)),
+        total_weight(saved(total_weight_)),
+        reduction(options.reduction),
+        ignore_index(options.ignore_index) {}
+};
+
 // nll_loss recorded, with the summed weight of the targets it counted (mean's divisor).
 std::tuple<Tensor, Tensor> nll_loss_and_total_weight(const Tensor& log_probs, const Tensor& target,
                                                      const NllLossOptions& options) {
@@ -33,11 +47,9 @@ std::tuple<Tensor, Tensor> nll_loss_and_total_weight(const Tensor& log_probs, co
       native::nll_loss(log_probs, target, options.weight, options.reduction, options.ignore_index);
   if (needs_grad({log_probs})) {
     record("NllLossBackward", {log_probs}, {loss},
-           [lp = saved(log_probs), target = saved(target), weight = saved(options.weight),
-            reduction = options.reduction, ignore_index = options.ignore_index,
-            total_weight = saved(total_weight)](const TensorList& g) {
-             return TensorList{
-                 native::nll_loss_backward(g[0], lp, target, weight, reduction, ignore_index, total_weight)};
+           [lp = saved(log_probs), t = SavedTargets(target, options, total_weight)](const TensorList& g) {
+             return TensorList{native::nll_loss_backward(g[0], lp, t.target, t.weight, t.reduction,
+                                                         t.ignore_index, t.total_weight)};
            });
   }
   return {loss, total_weight};
@@ -54,11 +66,11 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t c
       native::nll_loss(log_probs, target, options.weight, options.reduction, options.ignore_index);
   if (needs_grad({logits})) {
     record("CrossEntropyBackward", {logits}, {loss},
-           [lp = saved(log_probs), target = saved(target), weight = saved(options.weight),
-            reduction = options.reduction, ignore_index = options.ignore_index,
-            total_weight = saved(total_weight)](const TensorList& g, bool last_use) mutable {
+           [lp = saved(log_probs), t = SavedTargets(target, options, total_weight)](const TensorList& g,
+                                                                                      bool last_use) mutable {
              Tensor grad = last_use && autograd::owns_its_storage(lp) ? std::move(lp) : native::clone(lp);
-             native::cross_entropy_backward_(grad, g[0], target, weight, reduction, ignore_index, total_weight);
+             native::cross_entropy_backward_(grad, g[0], t.target, t.weight, t.reduction, t.ignore_index,
+                                             t.total_weight);
              return TensorList{grad};
            });
   }

@@ -5,17 +5,11 @@
 
 #include <cstdint>
 
+#include "tessera/tensor/cpu/avx512_intrinsics.h"
 #include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/scratch.h"
 
 #if TESSERA_X86_KERNELS
-
-#include <immintrin.h>
-
-// GCC 12 warns inside its own AVX-512 intrinsics (their undefined pass-through operands).
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 TESSERA_AVX512_BEGIN
 

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tessera/tensor/cpu/avx512_intrinsics.h"
 #include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/cpu/loops.h"
@@ -21,7 +22,6 @@
 #include "tessera/tensor/kernel_shapes.h"
 
 #if TESSERA_X86_KERNELS
-#include <immintrin.h>
 
 TESSERA_AVX512_BEGIN
 
@@ -31,12 +31,6 @@ using native::DropoutKey;
 
 namespace {
 
-// GCC 12's own intrinsics start from `__m512i __Y = __Y;` (an undefined vector on purpose),
-// which -Wmaybe-uninitialized reports wherever they inline (a GCC 12 false positive): silenced here only.
-#pragma GCC diagnostic push
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 // High 32 bits of a * multiplier in every 32-bit lane.
 inline __m512i mul_high(__m512i a, __m512i multiplier, __m512i& low) {
   const __m512i even = _mm512_mul_epu32(a, multiplier);
@@ -85,7 +79,6 @@ void dropout_keep_mask_row(const DropoutKey& key, int64_t row, int64_t cols, flo
     _mm512_mask_storeu_epi8(mask + first, store, _mm512_maskz_mov_epi8(keep, ones));
   }
 }
-#pragma GCC diagnostic pop
 
 }  // namespace
 

@@ -15,18 +15,12 @@
 // patterns). The portable loop is what the compiler makes of the element formulas: with the
 // default x86-64-v3 baseline, scalar code (GCC 12 does not if-convert the selects there).
 // Strided inputs are read in place (cpu/loops.h); outputs are contiguous.
-//
-// GCC 12's AVX-512 intrinsics start from `__m512 __Y = __Y;` (an undefined vector on purpose),
-// which -Wmaybe-uninitialized reports wherever they inline (a GCC 12 false positive; here
-// through the masked loads): silenced for this file only.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "tessera/tensor/cpu/avx512_intrinsics.h"
 #include "tessera/tensor/cpu/gelu_float.h"
 #include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/kernels.h"
@@ -35,7 +29,6 @@
 #include "tessera/tensor/layer_kernel_shapes.h"
 
 #if TESSERA_X86_KERNELS
-#include <immintrin.h>
 
 TESSERA_AVX512_BEGIN
 

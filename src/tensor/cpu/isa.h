@@ -4,6 +4,7 @@
 // The pattern, for a kernel file foo.cpp:
 //
 //   #include ...every header the file needs...          // all #includes first
+//   #include "tessera/tensor/cpu/avx512_intrinsics.h"   // <immintrin.h>, GCC 12's warning off
 //   #include "tessera/tensor/cpu/isa.h"
 //   #if TESSERA_X86_KERNELS
 //   TESSERA_AVX512_BEGIN

@@ -6,23 +6,17 @@
 // have AVX-512 kernels (chosen at run time, isa.h): 16 windows per step, and a backward
 // that writes every input gradient element once (windows do not overlap) instead of
 // zero-filling and scattering.
-// GCC 12's AVX-512 intrinsics start from `__m512 __Y = __Y;` (an undefined vector on purpose),
-// which -Wmaybe-uninitialized reports wherever they inline (a GCC 12 false positive; here
-// through the pooling kernels): silenced for this file only.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "tessera/tensor/cpu/avx512_intrinsics.h"
 #include "tessera/tensor/cpu/isa.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/kernel_shapes.h"
 
 #if TESSERA_X86_KERNELS
-#include <immintrin.h>
 
 TESSERA_AVX512_BEGIN
 
