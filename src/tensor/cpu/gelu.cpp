@@ -221,69 +221,44 @@ using namespace native;
 
 namespace {
 
-// float32 from gelu_float.h (the AVX-512 rows compute the same), float64 PyTorch's formulas.
-template <class T>
-T gelu_exact(T x) {
-  using C = GeluConstants<T>;
-  if constexpr (std::is_same_v<T, float>) {
-    return gelu_float::gelu_exact(x);
-  } else {
-    return x * T(0.5) * (T(1) + std::erf(x * C::kSqrtHalf));
-  }
+// The element formulas, overloaded by dtype: float32's from gelu_float.h (the AVX-512 rows
+// compute the same), float64's PyTorch's scalar formulas in its order.
+using gelu_float::gelu_exact;
+using gelu_float::gelu_exact_backward;
+using gelu_float::gelu_tanh;
+using gelu_float::gelu_tanh_backward;
+using Float64 = GeluConstants<double>;
+
+double gelu_exact(double x) { return x * 0.5 * (1.0 + std::erf(x * Float64::kSqrtHalf)); }
+
+double gelu_tanh(double x) {
+  const double cube = x * x * x;
+  const double inner = Float64::kTanhScale * (x + Float64::kKappa * cube);
+  return 0.5 * x * (1.0 + std::tanh(inner));
 }
 
-template <class T>
-T gelu_tanh(T x) {
-  using C = GeluConstants<T>;
-  if constexpr (std::is_same_v<T, float>) {
-    return gelu_float::gelu_tanh(x);
-  } else {
-    const T cube = x * x * x;
-    const T inner = C::kTanhScale * (x + C::kKappa * cube);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
-  }
+double gelu_exact_backward(double dy, double x) {
+  const double cdf = 0.5 * (1.0 + std::erf(x * Float64::kSqrtHalf));
+  const double pdf = Float64::kPdfScale * std::exp(x * x * -0.5);
+  return dy * (cdf + x * pdf);
 }
 
-template <class T>
-T gelu_exact_backward(T dy, T x) {
-  using C = GeluConstants<T>;
-  if constexpr (std::is_same_v<T, float>) {
-    return gelu_float::gelu_exact_backward(dy, x);
-  } else {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * C::kSqrtHalf));
-    const T pdf = C::kPdfScale * std::exp(x * x * T(-0.5));
-    return dy * (cdf + x * pdf);
-  }
+double gelu_tanh_backward(double dy, double x) {
+  const double square = x * x;
+  const double cube = square * x;
+  const double inner = Float64::kTanhScale * (x + Float64::kKappa * cube);
+  const double inner_derivative = Float64::kTanhScale * (1.0 + 3.0 * Float64::kKappa * square);
+  const double tanh_inner = std::tanh(inner);
+  const double left = 0.5 * x;
+  const double right = 1.0 + tanh_inner;
+  const double left_derivative = 0.5 * right;
+  const double tanh_derivative = 1.0 - tanh_inner * tanh_inner;
+  const double right_derivative = left * tanh_derivative * inner_derivative;
+  return dy * (left_derivative + right_derivative);
 }
 
-template <class T>
-T gelu_tanh_backward(T dy, T x) {
-  using C = GeluConstants<T>;
-  if constexpr (std::is_same_v<T, float>) {
-    return gelu_float::gelu_tanh_backward(dy, x);
-  } else {
-    const T square = x * x;
-    const T cube = square * x;
-    const T inner = C::kTanhScale * (x + C::kKappa * cube);
-    const T inner_derivative = C::kTanhScale * (T(1) + T(3) * C::kKappa * square);
-    const T tanh_inner = std::tanh(inner);
-    const T left = T(0.5) * x;
-    const T right = T(1) + tanh_inner;
-    const T left_derivative = T(0.5) * right;
-    const T tanh_derivative = T(1) - tanh_inner * tanh_inner;
-    const T right_derivative = left * tanh_derivative * inner_derivative;
-    return dy * (left_derivative + right_derivative);
-  }
-}
-
-template <class T>
-T erf_of(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return vector_math::erf(x);
-  } else {
-    return std::erf(x);
-  }
-}
+float erf_of(float x) { return vector_math::erf(x); }
+double erf_of(double x) { return std::erf(x); }
 
 // A kernel over one contiguous row (the AVX-512 ones); null: the element loop runs there too.
 template <class T>
