@@ -175,18 +175,11 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const T
   TS_DISPATCH(q, scaled_dot_product_attention_backward, operands);
 }
 
-// The CPU kernel works in place; CUDA composes the unfused kernels meanwhile.
 void cross_entropy_backward_(Tensor& log_probs, const Tensor& grad_output, const Tensor& target,
                              const Tensor& weight, Reduction reduction, int64_t ignore_index,
                              const Tensor& total_weight) {
-#if TESSERA_HAS_CUDA
-  if (log_probs.defined() && log_probs.is_cuda()) {
-    Tensor nll_grad = nll_loss_backward(grad_output, log_probs, target, weight, reduction, ignore_index, total_weight);
-    copy_on_device_(log_probs, log_softmax_backward(nll_grad, log_probs, log_probs.dim() == 1 ? 0 : 1));
-    return;
-  }
-#endif
-  cpu::cross_entropy_backward_(log_probs, grad_output, target, weight, reduction, ignore_index, total_weight);
+  TS_DISPATCH(log_probs, cross_entropy_backward_, log_probs, grad_output, target, weight, reduction, ignore_index,
+              total_weight);
 }
 
 }  // namespace tessera::native

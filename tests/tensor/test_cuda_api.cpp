@@ -137,6 +137,8 @@ TEST_CASE("every CUDA kernel rejects CPU tensors before any device work") {
       {"nll_loss", [&] { cu::nll_loss(m, labels, {}, ts::Reduction::mean, -100); }},
       {"nll_loss_backward",
        [&] { cu::nll_loss_backward(scalar, m, labels, {}, ts::Reduction::mean, -100, scalar); }},
+      {"cross_entropy_backward_",
+       [&] { cu::cross_entropy_backward_(m, scalar, labels, {}, ts::Reduction::mean, -100, scalar); }},
       {"dropout", [&] { cu::dropout(m, 0.5, {}); }},
       {"dropout_backward", [&] { cu::dropout_backward(m, mask, 0.5); }},
       {"tril", [&] { cu::triangle(m, 0, ts::native::Triangle::lower); }},

@@ -134,4 +134,15 @@ Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, 
   return grad_input;
 }
 
+// The two kernels composed, their result copied over log_probs: the CPU's values, but not
+// yet its memory saving (that needs one fused kernel, as cpu/softmax_loss.cpp's pass).
+void cross_entropy_backward_(Tensor& log_probs, const Tensor& grad_output, const Tensor& target,
+                             const Tensor& weight, Reduction reduction, int64_t ignore_index,
+                             const Tensor& total_weight) {
+  check_cuda(log_probs, "cross_entropy_backward_");
+  const Tensor nll_grad =
+      nll_loss_backward(grad_output, log_probs, target, weight, reduction, ignore_index, total_weight);
+  copy_(log_probs, log_softmax_backward(nll_grad, log_probs, log_probs.dim() == 1 ? 0 : 1));
+}
+
 }  // namespace tessera::cuda
