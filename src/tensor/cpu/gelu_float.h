@@ -1,8 +1,9 @@
 // GELU's float32 formulas on one element: the definition both CPU kernels compute, the
-// portable element loop and the AVX-512 rows of cpu/gelu.cpp (which repeat these operations
-// lane by lane, in the same order, so that both give the same bits). Internal to src/tensor/cpu.
+// portable element loop of cpu/gelu.cpp and the AVX-512 rows of cpu/gelu_avx512.cpp (which
+// repeat these operations lane by lane, in the same order, so that both give the same bits).
+// Internal to src/tensor/cpu.
 //
-// Every multiply-add that is fused is written as std::fma (in vector_math.h): gelu.cpp is
+// Every multiply-add that is fused is written as std::fma (in vector_math.h): both files are
 // compiled with -ffp-contract=off (src/tensor/meson.build), and so must be any other file
 // that wants these bits, since GCC otherwise fuses a multiply into a later add wherever it
 // can, differently in a scalar loop and in intrinsics.

@@ -2,9 +2,10 @@
 // no loop over them can vectorise. Every function here is straight-line float arithmetic
 // (selects, no branches, no tables), so that a compiler may vectorise a loop over them
 // (GCC 12 does with -march=native, not for the x86-64-v3 baseline, where the selects stay
-// branches), and cpu/gelu.cpp's AVX-512 rows repeat them lane by lane. The fused
-// multiply-adds are the std::fma calls; compiled with -ffp-contract=off (as gelu.cpp is)
-// nothing else is fused, which is what makes those rows give the same bits.
+// branches), and cpu/gelu_avx512.cpp's rows repeat them lane by lane. The fused
+// multiply-adds are the std::fma calls; compiled with -ffp-contract=off (as gelu.cpp and
+// gelu_avx512.cpp are) nothing else is fused, which is what makes those rows give the same
+// bits.
 //
 // Accuracy over float inputs, against a float64 reference (tests/tensor/test_vector_math.cpp):
 // exp within 1 ulp (it flushes results below the smallest normal float, 1.2e-38, to 0),
