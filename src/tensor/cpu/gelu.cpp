@@ -11,7 +11,7 @@
 // (gelu_avx512.cpp, chosen at run time: isa.h), with the element loop's bits: both files
 // are compiled with -ffp-contract=off, so each does exactly the fmas written. The element
 // loop is what the compiler makes of the element formulas: with the default x86-64-v3
-// baseline, scalar code (GCC 12 does not if-convert the selects there).
+// baseline, 8 AVX2 lanes (their selects are bitwise, vector_math::select).
 // Strided inputs are read in place (cpu/loops.h); outputs are contiguous.
 #include <cmath>
 #include <type_traits>

@@ -40,7 +40,7 @@ struct TanhParts {
 inline TanhParts tanh_parts(float u) {
   const float e = vector_math::exp(-2.0f * std::fabs(u));
   const float d = 1.0f / (1.0f + e);
-  return {u >= 0.0f ? 2.0f * d : 2.0f * e * d, 4.0f * e * d * d};
+  return {vector_math::select(u >= 0.0f, 2.0f * d, 2.0f * e * d), 4.0f * e * d * d};
 }
 
 inline float tanh_inner(float x) { return C::kTanhScale * (x + C::kKappa * (x * x * x)); }
