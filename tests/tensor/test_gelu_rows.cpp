@@ -1,10 +1,11 @@
-// The float32 GELU and erf kernels (tensor/cpu/gelu.cpp) give exactly the bits of their
-// element formulas (cpu/gelu_float.h, vector_math.h), on contiguous rows (the AVX-512 rows
-// where the CPU has AVX-512; the `tensor-default` run repeats this on the portable loops)
-// and on strided ones (always the element loop), over every kind of float: a dense sweep of
-// [-16, 16], random bit patterns (huge, tiny, subnormal, infinite, NaN) and row lengths
-// that leave a partial vector. This file is compiled with -ffp-contract=off, as gelu.cpp
-// is (tests/tensor/meson.build), so the formulas below are the kernel's own operations.
+// The float32 GELU and erf kernels (tensor/cpu/gelu.cpp, gelu_avx512.cpp) give exactly the
+// bits of their element formulas (cpu/gelu_float.h, vector_math.h), on contiguous rows (the
+// AVX-512 rows where the CPU has AVX-512; the `tensor-default` run repeats this on the
+// portable loops) and on strided ones (always the element loop), over every kind of float:
+// a dense sweep of [-16, 16], random bit patterns (huge, tiny, subnormal, infinite, NaN)
+// and row lengths that leave a partial vector. This file is compiled with -ffp-contract=off,
+// as the kernels are (tests/tensor/meson.build), so the formulas below are the kernels' own
+// operations.
 // Then erf against libm in float64 through the kernel (vector_math's own sweep in
 // test_vector_math.cpp runs the header's functions, not the kernel's rows).
 #include <doctest/doctest.h>

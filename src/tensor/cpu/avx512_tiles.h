@@ -1,5 +1,6 @@
-// AVX-512 building blocks shared by the float32 kernels (conv_shifted.cpp, sgemm.cpp): an
-// 8 x 48 outer-product register tile and transposing reductions of dot-product tiles.
+// AVX-512 building blocks shared by the float32 kernels (conv_shifted.cpp, sgemm.cpp; the
+// lane masks also pool_avx512.cpp): an 8 x 48 outer-product register tile and transposing
+// reductions of dot-product tiles.
 // Compiled for AVX-512 whatever the build's baseline (isa.h); internal to src/tensor/cpu.
 #pragma once
 

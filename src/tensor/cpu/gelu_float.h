@@ -1,8 +1,9 @@
 // GELU's float32 formulas on one element: the definition both CPU kernels compute, the
-// portable element loop and the AVX-512 rows of cpu/gelu.cpp (which repeat these operations
-// lane by lane, in the same order, so that both give the same bits). Internal to src/tensor/cpu.
+// portable element loop of cpu/gelu.cpp and the AVX-512 rows of cpu/gelu_avx512.cpp (which
+// repeat these operations lane by lane, in the same order, so that both give the same bits).
+// Internal to src/tensor/cpu.
 //
-// Every multiply-add that is fused is written as std::fma (in vector_math.h): gelu.cpp is
+// Every multiply-add that is fused is written as std::fma (in vector_math.h): both files are
 // compiled with -ffp-contract=off (src/tensor/meson.build), and so must be any other file
 // that wants these bits, since GCC otherwise fuses a multiply into a later add wherever it
 // can, differently in a scalar loop and in intrinsics.
@@ -39,7 +40,7 @@ struct TanhParts {
 inline TanhParts tanh_parts(float u) {
   const float e = vector_math::exp(-2.0f * std::fabs(u));
   const float d = 1.0f / (1.0f + e);
-  return {u >= 0.0f ? 2.0f * d : 2.0f * e * d, 4.0f * e * d * d};
+  return {vector_math::select(u >= 0.0f, 2.0f * d, 2.0f * e * d), 4.0f * e * d * d};
 }
 
 inline float tanh_inner(float x) { return C::kTanhScale * (x + C::kKappa * (x * x * x)); }

@@ -1,22 +1,33 @@
 // How a CPU kernel gets an AVX-512 version that the portable build still runs without
 // (cpu_capability.h says how the choice is made). Internal to src/tensor/cpu.
 //
-// The pattern, for a kernel file foo.cpp:
+// The pattern, for a kernel foo (as PyTorch keeps each capability's kernels in files of
+// their own): its AVX-512 rows in foo_avx512.cpp, declared in avx512_kernels.h, called
+// from the portable foo.cpp.
 //
+//   // foo_avx512.cpp: the AVX-512 code and nothing else
 //   #include ...every header the file needs...          // all #includes first
 //   #include "tessera/tensor/cpu/avx512_intrinsics.h"   // <immintrin.h>, GCC 12's warning off
-//   #include "tessera/tensor/cpu/isa.h"
+//   #include "tessera/tensor/cpu/avx512_kernels.h"      // the declarations; includes isa.h
 //   #if TESSERA_X86_KERNELS
 //   TESSERA_AVX512_BEGIN
 //   namespace tessera::cpu::avx512 { void foo_rows(...) { ...intrinsics... } }
 //   TESSERA_AVX512_END
 //   #endif
 //
-//   // in the op, outside any OpenMP region (the choice may throw):
+//   // avx512_kernels.h, in namespace tessera::cpu::avx512:
+//   void foo_rows(...);
+//
+//   // foo.cpp, in the op, outside any OpenMP region (the choice may throw):
 //   #if TESSERA_X86_KERNELS
 //   if (cpu::use_avx512() && applies) { ...#pragma omp loop calling avx512::foo_rows... return; }
 //   #endif
 //   ...the portable loop, which computes the same thing on every CPU...
+//
+// sgemm.cpp and conv_shifted.cpp are whole files of one AVX-512 path (their callers fall
+// back to Eigen and im2col elsewhere): each holds its region (the tiles) and, after END,
+// the portable OpenMP driver that calls them, so their tiles need no header; avx512_tiles.h
+// holds what both regions share.
 //
 // Rules, and why:
 // - Functions between BEGIN and END are compiled for AVX-512 whatever the build's -march;
@@ -33,6 +44,14 @@
 //   another tuning only if it is always_inline, so std::min and friends would become calls.
 //   Where the baseline's generic tuning schedules a kernel badly, fix the kernel
 //   (avx512_tiles.h's in_register is one such fix).
+// - avx512_kernels.h declares the functions without a target attribute, and needs none: a
+//   plain declaration and the region's definition are one function in GCC and in clang
+//   (multiversioning starts only where two declarations both carry target strings and they
+//   differ, or one says target("default")), and a call into it from baseline code is an
+//   ordinary call (only inlining it there is refused, so a split loses no inlining). Only
+//   pointers and scalars may cross such a call: a __m512 argument or result is passed
+//   differently with and without AVX-512 (GCC warns, -Wpsabi; clang 14 refuses), so vector
+//   values stay inside the region.
 // - TESSERA_X86_KERNELS is about the architecture (x86-64 with GCC or clang), not about
 //   the compiler's -march: it is 1 in every x86-64 build. Other architectures compile the
 //   portable paths only.

@@ -1,10 +1,10 @@
 // float exp and erf for GELU's and erf's element loops: libm's expf/erff/tanhf are calls
 // no loop over them can vectorise. Every function here is straight-line float arithmetic
-// (selects, no branches, no tables), so that a compiler may vectorise a loop over them
-// (GCC 12 does with -march=native, not for the x86-64-v3 baseline, where the selects stay
-// branches), and cpu/gelu.cpp's AVX-512 rows repeat them lane by lane. The fused
-// multiply-adds are the std::fma calls; compiled with -ffp-contract=off (as gelu.cpp is)
-// nothing else is fused, which is what makes those rows give the same bits.
+// (bitwise selects, no branches, no tables), so that a compiler may vectorise a loop over
+// them (GCC 12 does for the x86-64-v3 baseline: 8 AVX2 lanes), and cpu/gelu_avx512.cpp's
+// rows repeat them lane by lane. The fused multiply-adds are the std::fma calls; compiled
+// with -ffp-contract=off (as gelu.cpp and gelu_avx512.cpp are) nothing else is fused, which
+// is what makes those rows give the same bits.
 //
 // Accuracy over float inputs, against a float64 reference (tests/tensor/test_vector_math.cpp):
 // exp within 1 ulp (it flushes results below the smallest normal float, 1.2e-38, to 0),
@@ -45,6 +45,15 @@ inline float horner(float w, const float (&c)[N]) {
   return horner(w, c, std::make_index_sequence<N - 1>());
 }
 
+// condition ? if_true : if_false by masks, not a branch. GCC (12, -ftrapping-math, the
+// default) leaves a ?: over float arithmetic a branch, which keeps the element loops
+// scalar at the x86-64-v3 baseline ("control flow in loop"); this it vectorises. The value
+// is exactly one of the two, so the bits are the ?:'s.
+inline float select(bool condition, float if_true, float if_false) {
+  const uint32_t mask = uint32_t{0} - static_cast<uint32_t>(condition);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(if_true) & mask) | (std::bit_cast<uint32_t>(if_false) & ~mask));
+}
+
 // 2^n for n in [-126, 127], from the exponent bits.
 inline float power_of_two(int32_t n) { return std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23); }
 
@@ -54,7 +63,7 @@ inline float exp(float x) {
   constexpr float kLn2High = 0.693359375f, kLn2Low = -2.12194440e-4f;
   constexpr float kMin = -87.3365447f, kMax = 88.7228394f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float clamped = x < kMin ? kMin : (x > kMax ? kMax : x);
+  const float clamped = select(x < kMin, kMin, select(x > kMax, kMax, x));
   const float n = (clamped * kLog2e + kRound) - kRound;
   float r = std::fma(n, -kLn2High, clamped);
   r = std::fma(n, -kLn2Low, r);
@@ -67,7 +76,7 @@ inline float exp(float x) {
   const float y = std::fma(p, r * r, r) + 1.0f;
   const int32_t k = static_cast<int32_t>(n), half = k / 2;
   const float result = y * power_of_two(half) * power_of_two(k - half);
-  return x < kMin ? 0.0f : (x > kMax ? std::numeric_limits<float>::infinity() : (x == x ? result : x));
+  return select(x < kMin, 0.0f, select(x > kMax, std::numeric_limits<float>::infinity(), select(x == x, result, x)));
 }
 
 // erfc_tail's R(w): minimax fit (tools/fit_erfc_tail.py), constant term first.
@@ -79,7 +88,7 @@ inline constexpr float kErfcTailCoefficients[] = {0.45977863524460666f,    -0.11
 
 // erfc(t) for t >= 2/3 (0 once exp(-t^2) underflows, from t = 9.35).
 inline float erfc_tail(float t_in) {
-  const float t = t_in < 10.0f ? t_in : 10.0f;  // keeps t^2's split finite for t = inf
+  const float t = select(t_in < 10.0f, t_in, 10.0f);  // keeps t^2's split finite for t = inf
   const float u = 1.0f / t;
   const float w = (u - 0.8f) * (1.0f / 0.7f);  // u in [0.1, 1.5] mapped to [-1, 1]
   const float r = horner(w, kErfcTailCoefficients);
@@ -102,18 +111,18 @@ inline float erf_small_ratio(float x) {
 
 inline float erf(float x) {
   const float a = std::fabs(x);
-  const float small = x * erf_small_ratio(a < 1.0f ? a : 1.0f);
-  const float large = std::copysign(1.0f - erfc_tail(a > 1.0f ? a : 1.0f), x);
-  return a <= 1.0f ? small : (x == x ? large : x);
+  const float small = x * erf_small_ratio(select(a < 1.0f, a, 1.0f));
+  const float large = std::copysign(1.0f - erfc_tail(select(a > 1.0f, a, 1.0f)), x);
+  return select(a <= 1.0f, small, select(x == x, large, x));
 }
 
 // 1 + erf(x), without cancellation for x < -2/3 (where it is erfc(-x)).
 inline float one_plus_erf(float x) {
   constexpr float kTail = 2.0f / 3.0f;
   const float a = std::fabs(x);
-  const float tail = erfc_tail(a > kTail ? a : kTail);
-  const float small = 1.0f + x * erf_small_ratio(a < 1.0f ? a : 1.0f);
-  return x < -kTail ? tail : (a <= 1.0f ? small : (x > 0.0f ? 2.0f - tail : x));
+  const float tail = erfc_tail(select(a > kTail, a, kTail));
+  const float small = 1.0f + x * erf_small_ratio(select(a < 1.0f, a, 1.0f));
+  return select(x < -kTail, tail, select(a <= 1.0f, small, select(x > 0.0f, 2.0f - tail, x)));
 }
 
 }  // namespace tessera::cpu::vector_math
