@@ -153,8 +153,7 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
     for (size_t i = 0; i < edges.size(); ++i) {
       Node* next = edges[i].node.get();
       if (next == nullptr) continue;
-      auto* accumulator = dynamic_cast<AccumulateGrad*>(next);
-      if (!input_grads.empty() && accumulator != nullptr && accumulator->give_to_sink(input_grads[i])) {
+      if (!input_grads.empty() && next->give_to_sink(input_grads[i])) {
         given_to_sink.insert(next);
         input_grads[i] = Tensor();
       } else if (!input_grads.empty()) {

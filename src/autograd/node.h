@@ -43,6 +43,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // apply() for the last time (a backward without retain_graph), then release_saved(): a
   // node may reuse what it saved as its gradients' memory.
   virtual TensorList apply_and_release(TensorList&& grad_outputs);
+  // Takes `grad` for a leaf past the engine's buffers, into the leaf's gradient sink
+  // (set_gradient_sink): true when it did. Only a leaf's AccumulateGrad can; the engine asks
+  // every node an edge reaches, which one virtual call answers (no type test per edge).
+  virtual bool give_to_sink(const Tensor& /*grad*/) { return false; }
 
   const std::string& name() const { return name_; }
   // Creation order; the engine runs ready nodes latest-first, i.e. in reverse forward order.
@@ -97,9 +101,9 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor leaf);
   TensorList apply(TensorList&& grad_outputs) override;
   const Tensor& leaf() const { return leaf_; }
-  // Hands `grad` to the leaf's gradient sink (set_gradient_sink) if it has one and no
-  // gradient hooks; true when the sink took it.
-  bool give_to_sink(const Tensor& grad);
+  // Hands `grad` to the leaf's gradient sink if it has one and no gradient hooks; true when
+  // the sink took it.
+  bool give_to_sink(const Tensor& grad) override;
 
  private:
   Tensor leaf_;

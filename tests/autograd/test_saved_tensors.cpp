@@ -7,6 +7,9 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <tessera/tessera.h>
 
@@ -79,5 +82,58 @@ TEST_CASE("gradients are unchanged by what is kept") {
     const double x = a.at<double>({i}), y = b.at<double>({i});
     CHECK(a.grad().at<double>({i}) == doctest::Approx(y / x + 0.5 / std::sqrt(x) / y + 1.0).epsilon(1e-12));
     CHECK(b.grad().at<double>({i}) == doctest::Approx(std::log(x) - std::sqrt(x) / (y * y)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("ops recorded through recording.h's helpers record and keep nothing when nothing needs a gradient") {
+  // record_unary, record_normalization and record_pick decide themselves whether to record:
+  // under no_grad, or with no input that requires grad, the op's closure (and what it would
+  // have saved: batch_norm's and layer_norm's statistics, topk's and max's indices) is gone
+  // by the time the op returns.
+  ts::manual_seed(2);
+  Tensor weight = ts::rand({256}).requires_grad_(), bias = ts::rand({256}).requires_grad_();
+  Tensor mask = ts::rand({kElements}) > 0.5;
+  Tensor picks = ts::randint(0, 256, {16}), gather_index = ts::randint(0, 256, {256, 16});
+  const auto rows = [](const Tensor& x) { return x.view({256, 256}); };
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"gelu", [](const Tensor& x) { return ts::gelu(x); }},
+      {"erf", [](const Tensor& x) { return ts::erf(x); }},
+      {"exp", [](const Tensor& x) { return ts::exp(x); }},
+      {"pow", [](const Tensor& x) { return ts::pow(x, 3.0); }},
+      {"x / 2", [](const Tensor& x) { return x / 2.0; }},
+      {"2 / x", [](const Tensor& x) { return 2.0 / x; }},
+      {"sum", [&](const Tensor& x) { return ts::sum(rows(x), {1}); }},
+      {"amax", [&](const Tensor& x) { return ts::amax(rows(x), {1}); }},
+      {"max", [&](const Tensor& x) { return std::get<0>(ts::max(rows(x), 1)); }},
+      {"topk", [&](const Tensor& x) { return std::get<0>(ts::topk(rows(x), 4)); }},
+      {"cumsum", [](const Tensor& x) { return ts::cumsum(x, 0); }},
+      {"masked_fill", [&](const Tensor& x) { return ts::masked_fill(x, mask, 0.0); }},
+      {"tril", [&](const Tensor& x) { return ts::tril(rows(x)); }},
+      {"index_select", [&](const Tensor& x) { return ts::index_select(rows(x), 1, picks); }},
+      {"gather", [&](const Tensor& x) { return ts::gather(rows(x), 1, gather_index); }},
+      {"layer_norm", [&](const Tensor& x) { return ts::layer_norm(rows(x), {256}, weight, bias); }},
+      {"batch_norm", [&](const Tensor& x) { return ts::batch_norm(rows(x), {}, {}, weight, bias, true); }},
+  };
+  for (const auto& [name, op] : ops) {
+    CAPTURE(name);
+    Tensor out;
+    // Grad mode off, input and weights requiring grad.
+    CHECK(kept_beyond_output([&](const Tensor& x) {
+            ts::NoGradGuard no_grad;
+            out = op(x);
+            return out;
+          }) == 0);
+    CHECK_FALSE(out.requires_grad());
+    CHECK(out.grad_fn() == nullptr);
+    // Grad mode on: recorded for an input that requires grad, not for one that does not.
+    Tensor leaf = (ts::rand({kElements}) + 0.5).requires_grad_();
+    CHECK(op(leaf).grad_fn() != nullptr);
+    weight.requires_grad_(false);
+    bias.requires_grad_(false);
+    Tensor plain = op(leaf.detach());
+    CHECK_FALSE(plain.requires_grad());
+    CHECK(plain.grad_fn() == nullptr);
+    weight.requires_grad_();
+    bias.requires_grad_();
   }
 }

@@ -17,13 +17,14 @@
 
 namespace test_support {
 
-// Every `record("XBackward", ...)` name in src/autograd/functions (found through
+// Every `record("XBackward", ...)` name in src/autograd/functions, also through the
+// record_unary/record_normalization/record_pick helpers (found through
 // TESSERA_SOURCE_DIR, which meson test sets).
 inline std::set<std::string> recorded_backward_nodes() {
   const char* source = std::getenv("TESSERA_SOURCE_DIR");
   REQUIRE_MESSAGE(source != nullptr, "TESSERA_SOURCE_DIR must point at the source tree");
   std::set<std::string> recorded;
-  const std::regex pattern(R"re(record\("(\w+Backward)")re");
+  const std::regex pattern(R"re(record(?:_\w+)?\("(\w+Backward)")re");
   for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(source) / "src/autograd/functions")) {
     std::ifstream file(entry.path());
     std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());

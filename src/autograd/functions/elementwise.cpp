@@ -23,10 +23,8 @@ enum class Reads { input, output, nothing };
 template <class Local>
 Tensor unary_op(const char* name, UnaryOp op, Reads reads, const Tensor& x, Local local) {
   Tensor y = native::unary(op, x);
-  if (needs_grad({x})) {
-    Tensor kept = reads == Reads::input ? saved(x) : reads == Reads::output ? saved(y) : Tensor();
-    record_unary(name, x, y, [kept = std::move(kept), local](const Tensor& grad) { return local(grad, kept); });
-  }
+  Tensor kept = reads == Reads::input ? saved(x) : reads == Reads::output ? saved(y) : Tensor();
+  record_unary(name, x, y, [kept = std::move(kept), local](const Tensor& grad) { return local(grad, kept); });
   return y;
 }
 
@@ -100,12 +98,10 @@ Tensor pow(const Tensor& base, const Tensor& exponent) {
 
 Tensor pow(const Tensor& base, double exponent) {
   Tensor out = native::binary(BinaryOp::pow, base, exponent);
-  if (needs_grad({base})) {
-    record_unary("PowBackward", base, out, [x = saved(base), exponent](const Tensor& grad) {
-      Tensor local = nmul(native::binary(BinaryOp::pow, x, exponent - 1.0), exponent);
-      return nmul(grad, local);
-    });
-  }
+  record_unary("PowBackward", base, out, [x = saved(base), exponent](const Tensor& grad) {
+    Tensor local = nmul(native::binary(BinaryOp::pow, x, exponent - 1.0), exponent);
+    return nmul(grad, local);
+  });
   return out;
 }
 
@@ -136,13 +132,13 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::min
 
 Tensor add(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::add, a, b);
-  if (needs_grad({a})) record_unary("AddBackward", a, out, [](const Tensor& grad) { return grad; });
+  record_unary("AddBackward", a, out, [](const Tensor& grad) { return grad; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::mul, a, b);
-  if (needs_grad({a})) record_unary("MulBackward", a, out, [b](const Tensor& grad) { return nmul(grad, b); });
+  record_unary("MulBackward", a, out, [b](const Tensor& grad) { return nmul(grad, b); });
   return out;
 }
 
@@ -266,9 +262,7 @@ Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::div, a, b);  // a true division, as PyTorch does
-  if (needs_grad({a})) {
-    record_unary("DivBackward", a, out, [b](const Tensor& grad) { return native::binary(BinaryOp::div, grad, b); });
-  }
+  record_unary("DivBackward", a, out, [b](const Tensor& grad) { return native::binary(BinaryOp::div, grad, b); });
   return out;
 }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
@@ -276,11 +270,9 @@ Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(double a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::div, a, b);
-  if (needs_grad({b})) {
-    record_unary("DivBackward", b, out, [b = saved(b), y = saved(out)](const Tensor& grad) {
-      return native::unary(UnaryOp::neg, ndiv(nmul(grad, y), b));  // -a / b^2 = -y / b
-    });
-  }
+  record_unary("DivBackward", b, out, [b = saved(b), y = saved(out)](const Tensor& grad) {
+    return native::unary(UnaryOp::neg, ndiv(nmul(grad, y), b));  // -a / b^2 = -y / b
+  });
   return out;
 }
 Tensor operator-(const Tensor& a) { return neg(a); }

@@ -69,8 +69,7 @@ __global__ void adaptive_avg_pool2d_backward_kernel(const T* dy, AdaptiveParams 
 
 Tensor adaptive_avg_pool2d(const Tensor& input_in, Size2 output_size) {
   check_adaptive_avg_pool2d_input(input_in, output_size);
-  check_cuda(input_in, "adaptive_avg_pool2d");
-  DeviceGuard guard(input_in.device());
+  DeviceGuard guard = enter_cuda_device(input_in, "adaptive_avg_pool2d");
   Tensor input = contiguous(input_in);
   const AdaptiveParams p{input.size(0) * input.size(1), input.size(2), input.size(3), output_size.h, output_size.w};
   Tensor out = empty({input.size(0), input.size(1), p.out_h, p.out_w}, input.dtype(), input.device());
@@ -85,8 +84,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input_in, Size2 output_size) {
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output_in, const Shape& input_shape) {
   check_adaptive_avg_pool2d_backward(grad_output_in, input_shape);
-  check_cuda(grad_output_in, "adaptive_avg_pool2d_backward");
-  DeviceGuard guard(grad_output_in.device());
+  DeviceGuard guard = enter_cuda_device(grad_output_in, "adaptive_avg_pool2d_backward");
   Tensor grad_output = contiguous(grad_output_in);
   const AdaptiveParams p{input_shape[0] * input_shape[1], input_shape[2], input_shape[3], grad_output.size(2),
                          grad_output.size(3)};

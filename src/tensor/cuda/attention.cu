@@ -175,8 +175,7 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const AttentionOperands&
   const char* op = "scaled_dot_product_attention";
   const Tensor &q = operands.q, &k = operands.k, &v = operands.v;
   const AttentionGeometry& g = operands.geometry;
-  check_cuda(q, op);
-  DeviceGuard guard(q.device());
+  DeviceGuard guard = enter_cuda_device(q, op);
   const int64_t n = g.batches, rows = n * g.queries;
   Tensor logsumexp = empty(g.logsumexp_shape(), q.dtype(), q.device());
   Tensor output = empty(g.output_shape(), q.dtype(), q.device());
@@ -202,8 +201,7 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const A
   const char* op = "scaled_dot_product_attention_backward";
   const Tensor &q = operands.forward.q, &k = operands.forward.k, &v = operands.forward.v;
   const AttentionGeometry& g = operands.forward.geometry;
-  check_cuda(q, op);
-  DeviceGuard guard(q.device());
+  DeviceGuard guard = enter_cuda_device(q, op);
   const int64_t n = g.batches, rows = n * g.queries;
   Tensor dq = zeros(q.sizes(), q.dtype(), q.device());
   Tensor dk = zeros(k.sizes(), k.dtype(), k.device());

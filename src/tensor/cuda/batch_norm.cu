@@ -127,8 +127,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
                                               bool training, double momentum, double eps) {
   const ChannelLayout layout =
       check_batch_norm_operands(input_in, weight_in, bias_in, running_mean, running_var, training, eps);
-  check_cuda(input_in, "batch_norm");
-  DeviceGuard guard(input_in.device());
+  DeviceGuard guard = enter_cuda_device(input_in, "batch_norm");
   const NormalizationTensors t =
       normalization_tensors(input_in, weight_in, bias_in, layout.channels, input_in.dtype());
   if (layout.channels == 0) return {t.output, t.mean, t.inverse_std};

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 #include "tessera/tensor/cuda/check.h"
 #include "tessera/tensor/cuda_api.h"
 #include "tessera/tensor/device.h"
+#include "tessera/tensor/device_check.h"
 #include "tessera/tensor/storage.h"
 
 namespace tessera::cuda {
@@ -29,6 +31,15 @@ class DeviceGuard {
   int previous_ = -1;
   int current_ = -1;
 };
+
+// A CUDA kernel entry's first step once its operands are checked: `tensor` must be a CUDA
+// tensor (check_cuda's DeviceError, naming `op`), and its device is current while the
+// returned guard lives (`DeviceGuard guard = enter_cuda_device(self, op);`; the guard is
+// neither copied nor moved: C++17 builds it in place).
+[[nodiscard]] inline DeviceGuard enter_cuda_device(const Tensor& tensor, std::string_view op) {
+  check_cuda(tensor, op);
+  return DeviceGuard(tensor.device());
+}
 
 // True when `device`'s primary context exists (some thread has used the device).
 bool has_primary_context(int device);

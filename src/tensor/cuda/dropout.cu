@@ -75,8 +75,7 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input_in, double p, const Dropo
 
 Tensor dropout_backward(const Tensor& grad_output_in, const Tensor& mask_in, double p) {
   check_dropout_backward_operands(grad_output_in, mask_in);
-  check_cuda(grad_output_in, "dropout_backward");
-  DeviceGuard guard(grad_output_in.device());
+  DeviceGuard guard = enter_cuda_device(grad_output_in, "dropout_backward");
   Tensor grad_output = contiguous(grad_output_in), mask = contiguous(mask_in);
   Tensor grad_input = empty(grad_output.sizes(), grad_output.dtype(), grad_output.device());
   device_dispatch_floating_bf16(grad_output.dtype(), "dropout_backward", [&]<class T>() {

@@ -266,8 +266,7 @@ void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape = where_shape(cond, a, b);
-  check_cuda(a, "where");
-  DeviceGuard guard(a.device());
+  DeviceGuard guard = enter_cuda_device(a, "where");
   Tensor out = empty(shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
   device_dispatch_all(a.dtype(), [&]<class T>() {
@@ -281,8 +280,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   check_relu_backward_operands(grad, input);
-  check_cuda(grad, "relu_backward");
-  DeviceGuard guard(grad.device());
+  DeviceGuard guard = enter_cuda_device(grad, "relu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype(), grad.device());
   device_dispatch_floating_bf16(grad.dtype(), "relu_backward", [&]<class T>() {
     zip_into<T, T, T>(out, grad, input, ReluBackwardFunctor<T>{});
@@ -292,8 +290,7 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
 
 void relu_backward_(Tensor& grad, const Tensor& input) {
   check_relu_backward_operands(grad, input);
-  check_cuda(grad, "relu_backward_");
-  DeviceGuard guard(grad.device());
+  DeviceGuard guard = enter_cuda_device(grad, "relu_backward_");
   device_dispatch_floating_bf16(grad.dtype(), "relu_backward_", [&]<class T>() {
     zip_into<T, T, T>(grad, grad, input, ReluBackwardFunctor<T>{});  // each element reads then writes its own
   });

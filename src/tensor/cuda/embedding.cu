@@ -127,8 +127,7 @@ __global__ void renorm_kernel(T* weight, const int64_t* rows, int64_t dim, doubl
 
 Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
   const Shape out_shape = embedding_shape(weight_in, indices_in);
-  check_cuda(weight_in, "embedding");
-  DeviceGuard guard(weight_in.device());
+  DeviceGuard guard = enter_cuda_device(weight_in, "embedding");
   Tensor weight = contiguous(weight_in), indices = contiguous(indices_in);
   Tensor output = empty(out_shape, weight.dtype(), weight.device());
   const int64_t count = indices.numel(), dim = weight.size(1);
@@ -147,8 +146,7 @@ Tensor embedding_backward(const Tensor& grad_output_in, const Tensor& indices_in
                           int64_t padding_idx, bool scale_grad_by_freq) {
   const EmbeddingGradLayout layout =
       check_embedding_backward_operands(grad_output_in, indices_in, num_weights, padding_idx);
-  check_cuda(grad_output_in, "embedding_backward");
-  DeviceGuard guard(grad_output_in.device());
+  DeviceGuard guard = enter_cuda_device(grad_output_in, "embedding_backward");
   const Device device = grad_output_in.device();
   const cudaStream_t stream = compute_stream(device.index);
   Tensor grad_output = contiguous(grad_output_in), indices = contiguous(indices_in);
@@ -195,8 +193,7 @@ Tensor embedding_backward(const Tensor& grad_output_in, const Tensor& indices_in
 
 void embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
   check_embedding_renorm_operands(weight, indices, max_norm, norm_type);
-  check_cuda(weight, "embedding_renorm_");
-  DeviceGuard guard(weight.device());
+  DeviceGuard guard = enter_cuda_device(weight, "embedding_renorm_");
   if (indices.numel() == 0 || weight.size(1) == 0) return;
   check_index_range(contiguous(indices), weight.size(0), "embedding_renorm_");
   // Waits for the device, so a bad index reported just above is thrown here, before any row is touched.

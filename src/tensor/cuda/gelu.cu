@@ -74,8 +74,7 @@ struct Erf {
 
 Tensor gelu(const Tensor& input, GeluApproximate approximate) {
   check_floating_unary(input, "gelu");
-  check_cuda(input, "gelu");
-  DeviceGuard guard(input.device());
+  DeviceGuard guard = enter_cuda_device(input, "gelu");
   Tensor out = empty(input.sizes(), input.dtype(), input.device());
   device_dispatch_floating_bf16(input.dtype(), "gelu", [&]<class T>() {
     map_into<T, T>(out, input, GeluForward<T>{approximate == GeluApproximate::tanh});
@@ -85,8 +84,7 @@ Tensor gelu(const Tensor& input, GeluApproximate approximate) {
 
 Tensor gelu_backward(const Tensor& grad_output, const Tensor& input, GeluApproximate approximate) {
   check_gelu_backward_operands(grad_output, input);
-  check_cuda(input, "gelu_backward");
-  DeviceGuard guard(input.device());
+  DeviceGuard guard = enter_cuda_device(input, "gelu_backward");
   Tensor out = empty(input.sizes(), input.dtype(), input.device());
   device_dispatch_floating_bf16(input.dtype(), "gelu_backward", [&]<class T>() {
     zip_into<T, T, T>(out, grad_output, input, GeluBackward<T>{approximate == GeluApproximate::tanh});
@@ -96,8 +94,7 @@ Tensor gelu_backward(const Tensor& grad_output, const Tensor& input, GeluApproxi
 
 Tensor erf(const Tensor& input) {
   check_floating_unary(input, "erf");
-  check_cuda(input, "erf");
-  DeviceGuard guard(input.device());
+  DeviceGuard guard = enter_cuda_device(input, "erf");
   Tensor out = empty(input.sizes(), input.dtype(), input.device());
   device_dispatch_floating_bf16(input.dtype(), "erf", [&]<class T>() { map_into<T, T>(out, input, Erf<T>{}); });
   return out;

@@ -175,8 +175,7 @@ __global__ void scatter_add_kernel(T* y, const int64_t* index, const T* src, Dev
 Tensor triangle(const Tensor& self_in, int64_t diagonal, Triangle part) {
   const char* op = triangle_name(part);
   check_triangle(self_in, op);
-  check_cuda(self_in, op);
-  DeviceGuard guard(self_in.device());
+  DeviceGuard guard = enter_cuda_device(self_in, op);
   Tensor self = contiguous(self_in);
   Tensor out = empty(self.sizes(), self.dtype(), self.device());
   const int64_t n = self.numel();
@@ -193,8 +192,7 @@ Tensor triangle(const Tensor& self_in, int64_t diagonal, Triangle part) {
 Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) {
   const char* op = "index_select";
   const IndexGeometry g = index_select_geometry(self_in, dim, index_in, op);
-  check_cuda(self_in, op);
-  DeviceGuard guard(self_in.device());
+  DeviceGuard guard = enter_cuda_device(self_in, op);
   Tensor self = contiguous(self_in), index = contiguous(index_in);
   const AxisLayout& l = g.layout;
   check_index_values(index, l.size, g.dim, self, op);
@@ -213,8 +211,7 @@ Tensor index_select(const Tensor& self_in, int64_t dim, const Tensor& index_in) 
 void index_add_(Tensor& self, int64_t dim, const Tensor& index_in, const Tensor& source_in) {
   const char* op = "index_add";
   const IndexGeometry g = check_index_add(self, dim, index_in, source_in);
-  check_cuda(self, op);
-  DeviceGuard guard(self.device());
+  DeviceGuard guard = enter_cuda_device(self, op);
   Tensor target = contiguous(self), index = contiguous(index_in), source = contiguous(source_in);
   const AxisLayout& l = g.layout;
   check_index_values(index, l.size, g.dim, self, op);
@@ -232,8 +229,7 @@ void index_add_(Tensor& self, int64_t dim, const Tensor& index_in, const Tensor&
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   const char* op = "gather";
   const int64_t d = check_gather_index(self, dim, index, op);
-  check_cuda(self, op);
-  DeviceGuard guard(self.device());
+  DeviceGuard guard = enter_cuda_device(self, op);
   Tensor out = empty(index.sizes(), self.dtype(), self.device());
   const GatherLines g = gather_lines(index, self, out, d);
   const int64_t total = g.lines * g.length;
@@ -253,8 +249,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const char* op = "scatter_add";
   const int64_t d = check_scatter_add(self, dim, index, src);
-  check_cuda(self, op);
-  DeviceGuard guard(self.device());
+  DeviceGuard guard = enter_cuda_device(self, op);
   Tensor target = contiguous(self);
   const GatherLines g = gather_lines(index, target, src, d);
   const int64_t total = g.lines * g.length;

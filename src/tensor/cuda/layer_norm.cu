@@ -178,8 +178,7 @@ unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::clamp<int6
 std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input_in, const Shape& normalized_shape,
                                               const Tensor& weight_in, const Tensor& bias_in, double eps) {
   const LayerNormLayout layout = check_layer_norm_operands(input_in, normalized_shape, weight_in, bias_in, eps);
-  check_cuda(input_in, "layer_norm");
-  DeviceGuard guard(input_in.device());
+  DeviceGuard guard = enter_cuda_device(input_in, "layer_norm");
   const Device device = input_in.device();
   const NormalizationTensors t = normalization_tensors(input_in, weight_in, bias_in, layout.rows,
                                                        layer_norm_statistics_dtype(input_in.dtype()));

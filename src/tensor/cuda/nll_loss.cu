@@ -80,8 +80,7 @@ __global__ void nll_loss_backward_kernel(const T* grad_output, const int64_t* ta
 std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const Tensor& weight_in,
                                     Reduction reduction, int64_t ignore_index) {
   const NllLayout layout = check_nll_operands(log_probs_in, target_in, weight_in);
-  check_cuda(log_probs_in, "nll_loss");
-  DeviceGuard guard(log_probs_in.device());
+  DeviceGuard guard = enter_cuda_device(log_probs_in, "nll_loss");
   const Device device = log_probs_in.device();
   Tensor log_probs = contiguous(log_probs_in), target = contiguous(target_in);
   Tensor weight = contiguous_if_defined(weight_in);

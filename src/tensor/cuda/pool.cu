@@ -96,8 +96,7 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOpt
 
 Tensor max_pool2d_backward(const Tensor& grad_output_in, const Tensor& indices_in, const Shape& input_shape) {
   check_max_pool2d_backward_operands(grad_output_in, indices_in, input_shape);
-  check_cuda(grad_output_in, "max_pool2d_backward");
-  DeviceGuard guard(grad_output_in.device());
+  DeviceGuard guard = enter_cuda_device(grad_output_in, "max_pool2d_backward");
   Tensor grad_output = contiguous(grad_output_in), indices = contiguous(indices_in);
   Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
   device_dispatch_floating(grad_output.dtype(), "max_pool2d_backward", [&]<class T>() {

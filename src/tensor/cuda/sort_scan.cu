@@ -117,8 +117,7 @@ __global__ void searchsorted_kernel(const T* sorted, const T* values, int64_t to
 
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest) {
   const AxisLayout layout = check_topk(self, k, dim);
-  check_cuda(self, "topk");
-  DeviceGuard guard(self.device());
+  DeviceGuard guard = enter_cuda_device(self, "topk");
   const Shape shape = topk_shape(self, k, dim);
   Tensor values = empty(shape, self.dtype(), self.device());
   Tensor indices = empty(shape, DType::i64, self.device());
@@ -146,8 +145,7 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
 
 Tensor cumsum(const Tensor& self_in, int64_t dim, bool reverse) {
   const DType out_dtype = cumsum_dtype(self_in);
-  check_cuda(self_in, "cumsum");
-  DeviceGuard guard(self_in.device());
+  DeviceGuard guard = enter_cuda_device(self_in, "cumsum");
   Tensor self = contiguous(self_in);
   const AxisLayout l = axis_layout(self.sizes(), dim, "cumsum");
   Tensor out = empty(self.sizes(), out_dtype, self.device());
@@ -173,8 +171,7 @@ Tensor cumsum(const Tensor& self_in, int64_t dim, bool reverse) {
 
 Tensor searchsorted(const Tensor& sorted_in, const Tensor& values_in, bool right) {
   const SearchLayout layout = check_searchsorted(sorted_in, values_in);
-  check_cuda(sorted_in, "searchsorted");
-  DeviceGuard guard(sorted_in.device());
+  DeviceGuard guard = enter_cuda_device(sorted_in, "searchsorted");
   Tensor sorted = contiguous(sorted_in), values = contiguous(values_in);
   Tensor out = empty(values.sizes(), DType::i64, values.device());
   const int64_t total = layout.rows * layout.per_row;
