@@ -130,14 +130,14 @@ TEST_CASE("bytes communicated per step follow the strategy") {
     const bool kept_whole = world->size() == 1 || e.strategy == fsdp::ShardingStrategy::no_shard;
     CHECK(after.all_reduces - before.all_reduces == (kept_whole ? units : 0));
     CHECK(after.all_reduced_bytes - before.all_reduced_bytes == (kept_whole ? flat : 0));
-    auto mib = [](int64_t bytes) {
+    auto mib = [](int64_t bytes) {  // as the line prints it
       std::ostringstream text;
       text << std::fixed << std::setprecision(3) << static_cast<double>(bytes) / (1024.0 * 1024.0);
       return text.str();
     };
-    std::string expected;
+    std::string expected;  // over both steps
     if (kept_whole) {
-      expected = "all-reduced " + mib(after.all_reduced_bytes) + " MiB in " + std::to_string(2 * units) +
+      expected = "all-reduced " + mib(2 * flat) + " MiB in " + std::to_string(2 * units) +
                  (world->size() == 1 ? " (one rank: NO_SHARD, nothing sent)" : "");
     } else {
       expected = "all-gathered " + mib(after.all_gathered_bytes) + " MiB in " + std::to_string(after.all_gathers) +
