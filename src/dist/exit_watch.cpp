@@ -1,10 +1,11 @@
 // The exit notices between ranks (see exit_watch.h). A notice is text,
-// "world=5;world.1=3;", sent with MPI_CHAR on the control communicator.
+// "world=5;world.1=3;", on the exit watch's control channel.
 #include "tessera/dist/exit_watch.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -29,8 +30,7 @@ std::map<std::string, uint64_t> parse_notice(const std::string& text) {
 
 }  // namespace
 
-ExitWatch::ExitWatch(MPI_Comm control, int rank, int size)
-    : control_(control), rank_(rank), size_(size), watcher_([this] { watch(); }) {}
+ExitWatch::ExitWatch() : watcher_([this] { watch(); }) {}
 
 ExitWatch::~ExitWatch() {
   if (watcher_.joinable()) watcher_.join();
@@ -53,15 +53,11 @@ void ExitWatch::announce_exit_and_wait() {
     std::lock_guard lock(mutex_);
     for (const auto& [group, count] : issued_) notice += detail::concat(group, "=", count, ";");
   }
-  std::vector<MPI_Request> sends;
   for (int other = 0; other < size_; ++other) {
-    if (other == rank_) continue;
-    sends.emplace_back();
-    TS_MPI_CHECK(MPI_Isend(notice.data(), static_cast<int>(notice.size()), MPI_CHAR, other, kExitNoticeTag, control_,
-                           &sends.back()));
+    if (other != rank_) channel_.send(other, kExitNoticeTag, notice);
   }
   if (watcher_.joinable()) watcher_.join();  // returns once every other rank's notice is in
-  TS_MPI_CHECK(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE));
+  channel_.wait_for_sends();
 }
 
 void ExitWatch::set_members(const std::string& group, std::vector<int> world_ranks) {
@@ -71,22 +67,21 @@ void ExitWatch::set_members(const std::string& group, std::vector<int> world_ran
 
 void ExitWatch::watch() {
   while (notices_received_ < size_ - 1) {
-    int arrived = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kExitNoticeTag, control_, &arrived, &status) != MPI_SUCCESS) return;
-    if (!arrived) {
-      std::this_thread::sleep_for(kPollInterval);
-      continue;
+    std::optional<ControlChannel::Message> notice;
+    try {
+      notice = channel_.receive(kExitNoticeTag);
+    } catch (const DistError&) {
+      return;  // the channel failed: no notice can come in any more
     }
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_CHAR, &bytes);
-    receive_notice(status.MPI_SOURCE, bytes);
+    if (notice) {
+      receive_notice(notice->source, notice->text);
+    } else {
+      std::this_thread::sleep_for(kPollInterval);
+    }
   }
 }
 
-void ExitWatch::receive_notice(int source, int bytes) {
-  std::string text(static_cast<size_t>(bytes), '\0');
-  MPI_Recv(text.data(), bytes, MPI_CHAR, source, kExitNoticeTag, control_, MPI_STATUS_IGNORE);
+void ExitWatch::receive_notice(int source, const std::string& text) {
   std::map<std::string, uint64_t> counts = parse_notice(text);
   std::lock_guard lock(mutex_);
   ++notices_received_;

@@ -5,10 +5,10 @@
 // but a rank that returns normally calls MPI_Finalize, which waits for the other ranks,
 // while they wait in a collective it will never issue: both wait forever. So, before MPI
 // is finalized, each rank tells every other rank how many collectives it issued on each
-// group (groups are named alike on every rank: "world", "world.1", ...), over a
-// communicator of its own, and then waits for the same notice from every other rank.
-// A watcher thread on each rank polls for notices (MPI_Iprobe every few milliseconds; a
-// blocking MPI receive would spin a core). On a notice it compares counts:
+// group (groups are named alike on every rank: "world", "world.1", ...), over a control
+// channel of its own (control_channel.h), and then waits for the same notice from every
+// other rank. A watcher thread on each rank polls for notices every few milliseconds. On
+// a notice it compares counts:
 //   - this rank issued more collectives on a group than the exited rank did: the extra one
 //     can never complete and this rank is (or will be) stuck in it, unreachable by an
 //     exception, so the watcher prints both counts and calls MPI_Abort;
@@ -25,14 +25,15 @@
 #include <thread>
 #include <vector>
 
-#include "tessera/dist/mpi_check.h"
+#include "tessera/dist/control_channel.h"
 
 namespace tessera::dist {
 
 class ExitWatch {
  public:
-  // Uses `control` (a communicator over all ranks, for these notices only) until destroyed.
-  ExitWatch(MPI_Comm control, int rank, int size);
+  // Opens the control channel and starts the watcher (throws DistError when MPI fails).
+  ExitWatch();
+  // Waits for the watcher: once every other rank's notice is in.
   ~ExitWatch();
   ExitWatch(const ExitWatch&) = delete;
   ExitWatch& operator=(const ExitWatch&) = delete;
@@ -48,11 +49,11 @@ class ExitWatch {
 
  private:
   void watch();
-  void receive_notice(int source, int bytes);
+  void receive_notice(int source, const std::string& text);
 
-  MPI_Comm control_;
-  int rank_;
-  int size_;
+  ControlChannel channel_;
+  const int rank_ = channel_.rank();
+  const int size_ = channel_.size();
   std::mutex mutex_;
   std::map<std::string, uint64_t> issued_;  // collectives this rank issued, per group
   std::map<std::string, std::vector<int>> members_;  // groups of some ranks only

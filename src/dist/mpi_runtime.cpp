@@ -113,13 +113,8 @@ std::shared_ptr<MpiRuntime> MpiRuntime::start(int* argc, char*** argv) {
   TS_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &runtime->world_rank_));
   TS_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &runtime->world_size_));
   if (runtime->owns_mpi_ && runtime->thread_multiple_ && runtime->world_size_ > 1) {
-    TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->control_));
-    TS_MPI_CHECK(MPI_Comm_set_errhandler(runtime->control_, MPI_ERRORS_RETURN));
-    runtime->exit_watch_ = std::make_unique<ExitWatch>(runtime->control_, runtime->world_rank_, runtime->world_size_);
-    TS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &runtime->watchdog_control_));
-    TS_MPI_CHECK(MPI_Comm_set_errhandler(runtime->watchdog_control_, MPI_ERRORS_RETURN));
-    runtime->watchdog_ =
-        std::make_unique<CollectiveWatchdog>(runtime->watchdog_control_, runtime->world_rank_, runtime->world_size_);
+    runtime->exit_watch_ = std::make_unique<ExitWatch>();
+    runtime->watchdog_ = std::make_unique<CollectiveWatchdog>();
   }
   std::terminate_handler previous = std::set_terminate(abort_job_on_terminate);
   if (previous != abort_job_on_terminate) previous_terminate_handler = previous;  // chained to (above)
@@ -136,10 +131,8 @@ MpiRuntime::~MpiRuntime() {
     } catch (const std::exception& error) {  // a destructor must not throw; MPI_Finalize still runs
       std::fprintf(stderr, "tessera::dist: rank %d: exit handshake failed: %s\n", world_rank_, error.what());
     }
-    exit_watch_.reset();
-    MPI_Comm_free(&control_);
+    exit_watch_.reset();  // each frees its control channel
     watchdog_.reset();
-    MPI_Comm_free(&watchdog_control_);
   }
   if (owns_mpi_) MPI_Finalize();
 }

@@ -51,9 +51,7 @@ class MpiRuntime {
   bool thread_multiple_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
-  MPI_Comm control_ = MPI_COMM_NULL;  // the exit watch's own communicator
   std::unique_ptr<ExitWatch> exit_watch_;
-  MPI_Comm watchdog_control_ = MPI_COMM_NULL;  // the watchdog's
   std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 

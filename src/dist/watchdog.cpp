@@ -1,6 +1,6 @@
 // The watchdog thread: answering other ranks' questions, watching this rank's calls in
 // flight, and ending the job when one can never complete (see watchdog.h). Messages are
-// text on the watchdog's own communicator: a question carries its id, an answer the id
+// text on the watchdog's own control channel: a question carries its id, an answer the id
 // and the RankProgress encoding, a failure the message every rank prints.
 #include "tessera/dist/watchdog.h"
 
@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "tessera/dist/errors.h"
 #include "tessera/tensor/error.h"
 
 namespace tessera::dist {
@@ -32,8 +33,7 @@ constexpr auto kAbortFallback = std::chrono::seconds(5);
 
 }  // namespace
 
-CollectiveWatchdog::CollectiveWatchdog(MPI_Comm control, int rank, int size)
-    : control_(control), rank_(rank), size_(size), thread_([this] { watch(); }) {}
+CollectiveWatchdog::CollectiveWatchdog() : thread_([this] { watch(); }) {}
 
 CollectiveWatchdog::~CollectiveWatchdog() {
   stopping_ = true;
@@ -129,30 +129,15 @@ void CollectiveWatchdog::watch() {
     }
     check_running_calls();
     conclude_inquiry();
-    complete_sends();
+    channel_.complete_sends();
     std::this_thread::sleep_for(kPollInterval);
   }
-  // At exit: a send still pending goes to a rank that stopped listening. MPI may still read
-  // its bytes, so they stay allocated (list nodes do not move) for the little time left.
-  for (Send& pending : sends_) {
-    if (pending.request != MPI_REQUEST_NULL) MPI_Request_free(&pending.request);
-  }
-  if (!sends_.empty()) new std::list<Send>(std::move(sends_));
+  // A send still pending now is left to the channel's destructor.
 }
 
 void CollectiveWatchdog::receive_messages() {
-  for (;;) {
-    int arrived = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, control_, &arrived, &status) != MPI_SUCCESS || !arrived) return;
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_CHAR, &bytes);
-    std::string text(static_cast<size_t>(bytes), '\0');
-    if (MPI_Recv(text.data(), bytes, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, control_, MPI_STATUS_IGNORE) !=
-        MPI_SUCCESS) {
-      return;
-    }
-    handle(status.MPI_SOURCE, status.MPI_TAG, std::move(text));
+  while (std::optional<ControlChannel::Message> message = receive()) {
+    handle(message->source, message->tag, std::move(message->text));
   }
 }
 
@@ -260,10 +245,7 @@ void CollectiveWatchdog::abort_job(const std::string& message) {
   int acknowledged = 0;
   const auto deadline = std::chrono::steady_clock::now() + kAcknowledgeWindow;
   while (acknowledged < size_ - 1 && std::chrono::steady_clock::now() < deadline) {
-    int arrived = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kAcknowledgeTag, control_, &arrived, &status) == MPI_SUCCESS && arrived) {
-      MPI_Recv(nullptr, 0, MPI_CHAR, status.MPI_SOURCE, kAcknowledgeTag, control_, MPI_STATUS_IGNORE);
+    if (receive(kAcknowledgeTag)) {
       ++acknowledged;
     } else {
       std::this_thread::sleep_for(kPollInterval);
@@ -273,20 +255,18 @@ void CollectiveWatchdog::abort_job(const std::string& message) {
   std::abort();  // MPI_Abort does not return
 }
 
-void CollectiveWatchdog::send(int destination, int tag, std::string bytes) {
-  Send& pending = sends_.emplace_back();
-  pending.bytes = std::move(bytes);
-  if (MPI_Isend(pending.bytes.data(), static_cast<int>(pending.bytes.size()), MPI_CHAR, destination, tag, control_,
-                &pending.request) != MPI_SUCCESS) {
-    pending.request = MPI_REQUEST_NULL;
+std::optional<ControlChannel::Message> CollectiveWatchdog::receive(int tag) {
+  try {
+    return channel_.receive(tag);
+  } catch (const DistError&) {
+    return std::nullopt;
   }
 }
 
-void CollectiveWatchdog::complete_sends() {
-  for (auto it = sends_.begin(); it != sends_.end();) {
-    int done = 1;
-    if (it->request != MPI_REQUEST_NULL) MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-    it = done ? sends_.erase(it) : std::next(it);
+void CollectiveWatchdog::send(int destination, int tag, std::string text) {
+  try {
+    channel_.send(destination, tag, std::move(text));
+  } catch (const DistError&) {
   }
 }
 

@@ -6,8 +6,8 @@
 // outside: each rank's watchdog thread knows what this rank's groups have issued and begun
 // (the communication threads report it) and which of its issuing threads are waiting.
 // When a call has run for a second, or past its group's timeout, the watchdog asks every
-// other rank for that snapshot over a communicator of its own (rank_progress.h says what
-// is concluded from the answers):
+// other rank for that snapshot over a control channel of its own (control_channel.h;
+// rank_progress.h says what is concluded from the answers):
 //   - past the timeout: the ranks that did not arrive are named (a rank that does not
 //     answer within two seconds is stopped or stuck beyond reach);
 //   - before it: if every rank waits and no call in flight anywhere can complete (groups
@@ -25,22 +25,21 @@
 
 #include <atomic>
 #include <chrono>
-#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include "tessera/dist/mpi_check.h"
+#include "tessera/dist/control_channel.h"
 #include "tessera/dist/rank_progress.h"
 
 namespace tessera::dist {
 
 class CollectiveWatchdog {
  public:
-  // Uses `control` (a communicator over all ranks, for the watchdog only) until destroyed.
-  CollectiveWatchdog(MPI_Comm control, int rank, int size);
+  // Opens the control channel and starts the watchdog thread (throws DistError when MPI fails).
+  CollectiveWatchdog();
   // Stops the watchdog thread; before MPI_Finalize.
   ~CollectiveWatchdog();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
@@ -81,11 +80,6 @@ class CollectiveWatchdog {
     uint64_t sequence = 0;
     std::chrono::milliseconds timeout{0};
   };
-  struct Send {
-    std::string bytes;
-    MPI_Request request = MPI_REQUEST_NULL;
-  };
-
   void watch();
   void receive_messages();
   void handle(int source, int tag, std::string text);
@@ -93,15 +87,17 @@ class CollectiveWatchdog {
   void start_inquiry(Inquiry inquiry);
   void conclude_inquiry();
   [[noreturn]] void abort_job(const std::string& message);
-  void send(int destination, int tag, std::string bytes);
-  void complete_sends();
+  // The channel's calls, never throwing: the watchdog must reach its MPI_Abort whatever
+  // MPI says, so a failed receive is a message not (yet) arrived, a failed send one lost.
+  std::optional<ControlChannel::Message> receive(int tag = MPI_ANY_TAG);
+  void send(int destination, int tag, std::string text);
   RankProgress snapshot();
   void hold_if_aborting() const;
   void changed() { ++changes_; }  // with mutex_ held
 
-  MPI_Comm control_;
-  int rank_;
-  int size_;
+  ControlChannel channel_;
+  const int rank_ = channel_.rank();
+  const int size_ = channel_.size();
 
   std::mutex mutex_;  // guards the fields below, up to the thread's own
   std::map<std::string, Group> groups_;
@@ -114,7 +110,6 @@ class CollectiveWatchdog {
   uint64_t next_inquiry_ = 1;
   std::chrono::steady_clock::time_point last_deadlock_check_{};
   std::optional<std::chrono::steady_clock::time_point> abort_at_;  // another rank reported a failure
-  std::list<Send> sends_;
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> aborting_{false};

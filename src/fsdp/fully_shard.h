@@ -271,6 +271,10 @@ struct MemoryReport {
   int64_t all_gathered_bytes = 0;     // bytes received by all-gathers, cumulative
   int64_t reduce_scattered_bytes = 0; // bytes fed to reduce-scatters (NO_SHARD: all-reduces), cumulative
   int64_t all_gathers = 0, reduce_scatters = 0;
+  // Of the gradient reductions above, the all-reduces of units kept whole (NO_SHARD, and
+  // every strategy over one rank without mixed precision or offload: over a group of one
+  // they send nothing). str() names them apart from the reduce-scatters.
+  int64_t all_reduced_bytes = 0, all_reduces = 0;
   // CPU offload: the parameter and gradient shards above are in host memory (pinned when
   // the policy says so), not on the compute device; the unsharded figures are on the device.
   bool offloaded = false;

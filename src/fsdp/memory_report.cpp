@@ -32,6 +32,8 @@ MemoryReport memory_report(nn::Module& root) {
   report.reduce_scattered_bytes = c.reduce_scattered_bytes;
   report.all_gathers = c.all_gathers;
   report.reduce_scatters = c.reduce_scatters;
+  report.all_reduced_bytes = c.all_reduced_bytes;
+  report.all_reduces = c.all_reduces;
   if (dist::ProcessGroup* replicas = state.replica_group()) {
     report.replicas = replicas->size();
     report.replica = replicas->rank();
@@ -66,10 +68,20 @@ std::string MemoryReport::str() const {
       << " MiB params + " << mib(gradient_shard_bytes) << " MiB grads (" << padding_elements
       << " padding elements)" << (offloaded ? " offloaded to the host" : "") << "; unsharded peak "
       << mib(peak_unsharded_parameter_bytes) << " MiB params + "
-      << mib(peak_unsharded_gradient_bytes) << " MiB grads (largest unit " << mib(largest_unit_bytes)
-      << " MiB); all-gathered " << mib(all_gathered_bytes)
-      << " MiB in " << all_gathers << ", reduce-scattered " << mib(reduce_scattered_bytes) << " MiB in "
-      << reduce_scatters;
+      << mib(peak_unsharded_gradient_bytes) << " MiB grads (largest unit " << mib(largest_unit_bytes) << " MiB); ";
+  // Each collective under its own name: units kept whole all-reduce their gradients
+  // (NO_SHARD's), sharded units all-gather and reduce-scatter.
+  const int64_t scattered_bytes = reduce_scattered_bytes - all_reduced_bytes;
+  const int64_t scatters = reduce_scatters - all_reduces;
+  const bool sharded_units = all_gathers > 0 || scatters > 0 || all_reduces == 0;
+  if (sharded_units) {
+    out << "all-gathered " << mib(all_gathered_bytes) << " MiB in " << all_gathers << ", reduce-scattered "
+        << mib(scattered_bytes) << " MiB in " << scatters;
+  }
+  if (all_reduces > 0) {
+    out << (sharded_units ? ", " : "") << "all-reduced " << mib(all_reduced_bytes) << " MiB in " << all_reduces;
+  }
+  if (world_size == 1) out << (sharded_units ? " (one rank: nothing sent)" : " (one rank: NO_SHARD, nothing sent)");
   if (replicas > 1) {
     out << "; across " << replicas << " replicas: all-reduced " << mib(replica_all_reduced_bytes) << " MiB in "
         << replica_all_reduces;

@@ -268,6 +268,10 @@ void Unit::start_reduction(const std::optional<RowWeight>& weight) {
   });
   counters_.reduce_scattered_bytes += gradient_bytes();
   ++counters_.reduce_scatters;
+  if (shard_is_full_) {
+    counters_.all_reduced_bytes += gradient_bytes();
+    ++counters_.all_reduces;
+  }
 }
 
 void Unit::finish_reduction() {

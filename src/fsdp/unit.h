@@ -36,6 +36,8 @@ struct Counters {
   int64_t reduce_scattered_bytes = 0;
   int64_t all_gathers = 0;
   int64_t reduce_scatters = 0;
+  int64_t all_reduced_bytes = 0;  // of the reductions above, those of units kept whole
+  int64_t all_reduces = 0;
   int64_t replica_all_reduced_bytes = 0;  // hybrid sharding, across the replica group
   int64_t replica_all_reduces = 0;
   void add_parameter_bytes(int64_t delta) {

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -123,6 +125,29 @@ TEST_CASE("bytes communicated per step follow the strategy") {
     CHECK(after.all_gathered_bytes - before.all_gathered_bytes == gathers_per_unit * flat);
     CHECK(after.reduce_scatters - before.reduce_scatters == units);  // NO_SHARD: all-reduces
     CHECK(after.reduce_scattered_bytes - before.reduce_scattered_bytes == flat);
+    // Units kept whole (NO_SHARD, and every strategy at one rank) all-reduce their gradients,
+    // and the report's line says so, as PyTorch's FSDP (NO_SHARD at world size 1) would.
+    const bool kept_whole = world->size() == 1 || e.strategy == fsdp::ShardingStrategy::no_shard;
+    CHECK(after.all_reduces - before.all_reduces == (kept_whole ? units : 0));
+    CHECK(after.all_reduced_bytes - before.all_reduced_bytes == (kept_whole ? flat : 0));
+    auto mib = [](int64_t bytes) {  // as the line prints it
+      std::ostringstream text;
+      text << std::fixed << std::setprecision(3) << static_cast<double>(bytes) / (1024.0 * 1024.0);
+      return text.str();
+    };
+    std::string expected;  // over both steps
+    if (kept_whole) {
+      expected = "all-reduced " + mib(2 * flat) + " MiB in " + std::to_string(2 * units) +
+                 (world->size() == 1 ? " (one rank: NO_SHARD, nothing sent)" : "");
+    } else {
+      expected = "all-gathered " + mib(after.all_gathered_bytes) + " MiB in " + std::to_string(after.all_gathers) +
+                 ", reduce-scattered " + mib(2 * flat) + " MiB in " + std::to_string(2 * units);
+    }
+    const std::string line = after.str();
+    CAPTURE(line);
+    const size_t communication = line.find(" MiB); ");  // after "(largest unit ... MiB); "
+    REQUIRE(communication != std::string::npos);
+    CHECK(line.substr(communication + 7) == expected);
   }
 }
 
