@@ -13,11 +13,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
            "batch_norm: running_var must not require grad (it is a buffer, updated in place)");
   auto [out, save_mean, save_invstd] =
       native::batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
-  record_normalization("BatchNormBackward", input, weight, bias, out,
-                       [x = saved(input), w = saved(weight), mean = save_mean, invstd = save_invstd, training](
-                           const Tensor& grad, std::array<bool, 3> mask) {
-                         return native::batch_norm_backward(grad, x, w, mean, invstd, training, mask);
-                       });
+  if (needs_grad({input, weight, bias})) {
+    record_normalization("BatchNormBackward", input, weight, bias, out,
+                         [x = saved(input), w = saved(weight), mean = save_mean, invstd = save_invstd, training](
+                             const Tensor& grad, std::array<bool, 3> mask) {
+                           return native::batch_norm_backward(grad, x, w, mean, invstd, training, mask);
+                         });
+  }
   return out;
 }
 

@@ -23,8 +23,10 @@ enum class Reads { input, output, nothing };
 template <class Local>
 Tensor unary_op(const char* name, UnaryOp op, Reads reads, const Tensor& x, Local local) {
   Tensor y = native::unary(op, x);
-  Tensor kept = reads == Reads::input ? saved(x) : reads == Reads::output ? saved(y) : Tensor();
-  record_unary(name, x, y, [kept = std::move(kept), local](const Tensor& grad) { return local(grad, kept); });
+  if (needs_grad({x})) {
+    Tensor kept = reads == Reads::input ? saved(x) : reads == Reads::output ? saved(y) : Tensor();
+    record_unary(name, x, y, [kept = std::move(kept), local](const Tensor& grad) { return local(grad, kept); });
+  }
   return y;
 }
 
@@ -98,10 +100,12 @@ Tensor pow(const Tensor& base, const Tensor& exponent) {
 
 Tensor pow(const Tensor& base, double exponent) {
   Tensor out = native::binary(BinaryOp::pow, base, exponent);
-  record_unary("PowBackward", base, out, [x = saved(base), exponent](const Tensor& grad) {
-    Tensor local = nmul(native::binary(BinaryOp::pow, x, exponent - 1.0), exponent);
-    return nmul(grad, local);
-  });
+  if (needs_grad({base})) {
+    record_unary("PowBackward", base, out, [x = saved(base), exponent](const Tensor& grad) {
+      Tensor local = nmul(native::binary(BinaryOp::pow, x, exponent - 1.0), exponent);
+      return nmul(grad, local);
+    });
+  }
   return out;
 }
 
@@ -132,13 +136,13 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::min
 
 Tensor add(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::add, a, b);
-  record_unary("AddBackward", a, out, [](const Tensor& grad) { return grad; });
+  if (needs_grad({a})) record_unary("AddBackward", a, out, [](const Tensor& grad) { return grad; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::mul, a, b);
-  record_unary("MulBackward", a, out, [b](const Tensor& grad) { return nmul(grad, b); });
+  if (needs_grad({a})) record_unary("MulBackward", a, out, [b](const Tensor& grad) { return nmul(grad, b); });
   return out;
 }
 
@@ -262,7 +266,9 @@ Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) {
   Tensor out = native::binary(BinaryOp::div, a, b);  // a true division, as PyTorch does
-  record_unary("DivBackward", a, out, [b](const Tensor& grad) { return native::binary(BinaryOp::div, grad, b); });
+  if (needs_grad({a})) {
+    record_unary("DivBackward", a, out, [b](const Tensor& grad) { return native::binary(BinaryOp::div, grad, b); });
+  }
   return out;
 }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
@@ -270,9 +276,11 @@ Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(double a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::div, a, b);
-  record_unary("DivBackward", b, out, [b = saved(b), y = saved(out)](const Tensor& grad) {
-    return native::unary(UnaryOp::neg, ndiv(nmul(grad, y), b));  // -a / b^2 = -y / b
-  });
+  if (needs_grad({b})) {
+    record_unary("DivBackward", b, out, [b = saved(b), y = saved(out)](const Tensor& grad) {
+      return native::unary(UnaryOp::neg, ndiv(nmul(grad, y), b));  // -a / b^2 = -y / b
+    });
+  }
   return out;
 }
 Tensor operator-(const Tensor& a) { return neg(a); }

@@ -18,9 +18,11 @@ std::string_view gelu_approximate_name(GeluApproximate approximate) {
 
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
   Tensor out = native::gelu(x, approximate);
-  record_unary("GeluBackward", x, out, [x = saved(x), approximate](const Tensor& grad) {
-    return native::gelu_backward(grad, x, approximate);
-  });
+  if (needs_grad({x})) {
+    record_unary("GeluBackward", x, out, [x = saved(x), approximate](const Tensor& grad) {
+      return native::gelu_backward(grad, x, approximate);
+    });
+  }
   return out;
 }
 
@@ -30,11 +32,13 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
 
 Tensor erf(const Tensor& x) {
   Tensor out = native::erf(x);
-  record_unary("ErfBackward", x, out, [x = saved(x)](const Tensor& grad) {
-    // d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2)
-    Tensor local = native::unary(UnaryOp::exp, native::unary(UnaryOp::neg, native::binary(BinaryOp::mul, x, x)));
-    return native::binary(BinaryOp::mul, native::binary(BinaryOp::mul, grad, local), M_2_SQRTPI);
-  });
+  if (needs_grad({x})) {
+    record_unary("ErfBackward", x, out, [x = saved(x)](const Tensor& grad) {
+      // d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2)
+      Tensor local = native::unary(UnaryOp::exp, native::unary(UnaryOp::neg, native::binary(BinaryOp::mul, x, x)));
+      return native::binary(BinaryOp::mul, native::binary(BinaryOp::mul, grad, local), M_2_SQRTPI);
+    });
+  }
   return out;
 }
 

@@ -7,33 +7,37 @@ namespace tessera {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = native::masked_fill(x, mask, value);
-  record_unary("MaskedFillBackward", x, out, [mask = saved(mask), shape = x.sizes()](const Tensor& grad) {
-    Tensor zero = native::zeros({}, grad.dtype(), grad.device());
-    return native::sum_to(native::where(mask, zero, grad), shape);
-  });
+  if (needs_grad({x})) {
+    record_unary("MaskedFillBackward", x, out, [mask = saved(mask), shape = x.sizes()](const Tensor& grad) {
+      Tensor zero = native::zeros({}, grad.dtype(), grad.device());
+      return native::sum_to(native::where(mask, zero, grad), shape);
+    });
+  }
   return out;
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal) {
   Tensor out = native::tril(x, diagonal);
-  record_unary("TrilBackward", x, out, [diagonal](const Tensor& grad) { return native::tril(grad, diagonal); });
+  if (needs_grad({x})) {
+    record_unary("TrilBackward", x, out, [diagonal](const Tensor& grad) { return native::tril(grad, diagonal); });
+  }
   return out;
 }
 
 Tensor triu(const Tensor& x, int64_t diagonal) {
   Tensor out = native::triu(x, diagonal);
-  record_unary("TriuBackward", x, out, [diagonal](const Tensor& grad) { return native::triu(grad, diagonal); });
+  if (needs_grad({x})) {
+    record_unary("TriuBackward", x, out, [diagonal](const Tensor& grad) { return native::triu(grad, diagonal); });
+  }
   return out;
 }
 
 namespace {
 
-// Records (when x needs a gradient, as record_unary) a pick `out` of x along dim at `index`
-// (index_select, gather) whose backward adds the gradient into zeros of x's shape with
-// `add_at(grad, dim, index, g)`.
+// Records a pick `out` of x along dim at `index` (index_select, gather) whose backward adds
+// the gradient into zeros of x's shape with `add_at(grad, dim, index, g)`.
 template <class AddAt>
 void record_pick(const char* name, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, AddAt add_at) {
-  if (!needs_grad({x})) return;
   record(name, {x}, {out}, [index = saved(index), dim, shape = x.sizes(), add_at](const TensorList& g) {
     Tensor grad = native::zeros(shape, g[0].dtype(), g[0].device());
     add_at(grad, dim, index, g[0]);
@@ -45,13 +49,13 @@ void record_pick(const char* name, const Tensor& x, int64_t dim, const Tensor& i
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = native::index_select(x, dim, index);
-  record_pick("IndexSelectBackward", x, dim, index, out, native::index_add_);
+  if (needs_grad({x})) record_pick("IndexSelectBackward", x, dim, index, out, native::index_add_);
   return out;
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = native::gather(x, dim, index);
-  record_pick("GatherBackward", x, dim, index, out, native::scatter_add_);
+  if (needs_grad({x})) record_pick("GatherBackward", x, dim, index, out, native::scatter_add_);
   return out;
 }
 

@@ -7,19 +7,23 @@ namespace tessera {
 
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
   auto [values, indices] = native::topk(x, k, dim, largest);
-  const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "topk");
-  record_unary("TopkBackward", x, values, [indices = saved(indices), d, shape = x.sizes()](const Tensor& grad) {
-    Tensor grad_x = native::zeros(shape, grad.dtype(), grad.device());
-    native::scatter_add_(grad_x, d, indices, grad);  // the indices are distinct: a plain scatter
-    return grad_x;
-  });
+  if (needs_grad({x})) {
+    const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "topk");
+    record_unary("TopkBackward", x, values, [indices = saved(indices), d, shape = x.sizes()](const Tensor& grad) {
+      Tensor grad_x = native::zeros(shape, grad.dtype(), grad.device());
+      native::scatter_add_(grad_x, d, indices, grad);  // the indices are distinct: a plain scatter
+      return grad_x;
+    });
+  }
   return {values, indices};
 }
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
   Tensor out = native::cumsum(x, dim);
-  record_unary("CumsumBackward", x, out,
-               [dim](const Tensor& grad) { return native::cumsum(grad, dim, /*reverse=*/true); });
+  if (needs_grad({x})) {
+    record_unary("CumsumBackward", x, out,
+                 [dim](const Tensor& grad) { return native::cumsum(grad, dim, /*reverse=*/true); });
+  }
   return out;
 }
 

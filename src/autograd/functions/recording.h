@@ -21,17 +21,12 @@ using autograd::TensorList;
 using native::BinaryOp;
 using native::UnaryOp;
 
-// As record(), for the shapes several ops share; these decide themselves whether anything
-// needs a gradient (grad mode on and an input that requires grad), as PyTorch's generated
-// code does for every op, so an op states only what its backward keeps and computes. With
-// nothing to record the closure is dropped before the call returns: its captures (detached
-// aliases, shapes, scalars) copy no data, so no-grad code keeps no memory it would not
-// have kept.
+// As record() (callers check needs_grad first, so that a closure's captures are made only
+// when it is recorded), for the shapes several ops share.
 
 // A one-input op: `backward(grad)` maps the gradient of `out` to that of x.
 template <class Backward>
 void record_unary(const char* name, const Tensor& x, const Tensor& out, Backward backward) {
-  if (!needs_grad({x})) return;
   record(name, {x}, {out},
          [backward = std::move(backward)](const TensorList& g) { return TensorList{backward(g[0])}; });
 }
@@ -42,7 +37,6 @@ void record_unary(const char* name, const Tensor& x, const Tensor& out, Backward
 template <class Backward>
 void record_normalization(const char* name, const Tensor& input, const Tensor& weight, const Tensor& bias,
                           const Tensor& out, Backward backward) {
-  if (!needs_grad({input, weight, bias})) return;
   const auto wants = [](const Tensor& t) { return t.defined() && t.requires_grad(); };
   const std::array<bool, 3> mask{wants(input), wants(weight), wants(bias)};
   record(name, {input, weight, bias}, {out}, [backward = std::move(backward), mask](const TensorList& g) {

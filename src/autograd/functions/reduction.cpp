@@ -29,10 +29,12 @@ Tensor unsqueeze_reduced(const Tensor& grad, const std::vector<int64_t>& dims, b
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor out = native::sum(x, dims, keepdim);
-  record_unary("SumBackward", x, out,
-               [shape = x.sizes(), reduced = reduced_dims(dims, x.dim(), "sum"), keepdim](const Tensor& grad) {
-                 return native::expand(unsqueeze_reduced(grad, reduced, keepdim), shape);
-               });
+  if (needs_grad({x})) {
+    record_unary("SumBackward", x, out,
+                 [shape = x.sizes(), reduced = reduced_dims(dims, x.dim(), "sum"), keepdim](const Tensor& grad) {
+                   return native::expand(unsqueeze_reduced(grad, reduced, keepdim), shape);
+                 });
+  }
   return out;
 }
 
@@ -41,42 +43,48 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   int64_t count = 1;
   for (int64_t d : reduced) count *= x.size(d);
   Tensor out = native::binary(BinaryOp::div, native::sum(x, dims, keepdim), static_cast<double>(count));
-  record_unary("MeanBackward", x, out, [shape = x.sizes(), reduced, keepdim, count](const Tensor& grad) {
-    Tensor scaled = native::binary(BinaryOp::div, grad, static_cast<double>(count));
-    return native::expand(unsqueeze_reduced(scaled, reduced, keepdim), shape);
-  });
+  if (needs_grad({x})) {
+    record_unary("MeanBackward", x, out, [shape = x.sizes(), reduced, keepdim, count](const Tensor& grad) {
+      Tensor scaled = native::binary(BinaryOp::div, grad, static_cast<double>(count));
+      return native::expand(unsqueeze_reduced(scaled, reduced, keepdim), shape);
+    });
+  }
   return out;
 }
 
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor out = native::amax(x, dims, keepdim);
-  record_unary("AmaxBackward", x, out,
-               [x = saved(x), y = saved(out), reduced = reduced_dims(dims, x.dim(), "amax"),
-                keepdim](const Tensor& grad) {
-                 // The gradient is shared evenly between tied maxima, as in PyTorch.
-                 Tensor y_full = unsqueeze_reduced(y, reduced, keepdim);
-                 Tensor is_max = native::to_dtype(native::binary(BinaryOp::eq, x, y_full), x.dtype());
-                 Tensor ties = native::sum(is_max, Shape(reduced.begin(), reduced.end()), true);
-                 Tensor share = native::binary(BinaryOp::div, unsqueeze_reduced(grad, reduced, keepdim), ties);
-                 return native::binary(BinaryOp::mul, is_max, share);
-               });
+  if (needs_grad({x})) {
+    record_unary("AmaxBackward", x, out,
+                 [x = saved(x), y = saved(out), reduced = reduced_dims(dims, x.dim(), "amax"),
+                  keepdim](const Tensor& grad) {
+                   // The gradient is shared evenly between tied maxima, as in PyTorch.
+                   Tensor y_full = unsqueeze_reduced(y, reduced, keepdim);
+                   Tensor is_max = native::to_dtype(native::binary(BinaryOp::eq, x, y_full), x.dtype());
+                   Tensor ties = native::sum(is_max, Shape(reduced.begin(), reduced.end()), true);
+                   Tensor share = native::binary(BinaryOp::div, unsqueeze_reduced(grad, reduced, keepdim), ties);
+                   return native::binary(BinaryOp::mul, is_max, share);
+                 });
+  }
   return out;
 }
 
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   auto [values, indices] = native::max_dim(x, dim, keepdim);
-  int64_t d = wrap_dim(dim, x.dim(), "max");
-  record_unary("MaxBackward", x, values, [x = saved(x), indices = saved(indices), d, keepdim](const Tensor& g) {
-    // Route each gradient to the position its index names.
-    Shape position_shape(x.dim(), 1);
-    position_shape[d] = x.size(d);
-    Tensor positions = native::view(native::arange(0, static_cast<double>(x.size(d)), 1, DType::i64, x.device()),
-                                    position_shape);
-    Tensor chosen = native::binary(BinaryOp::eq, positions, unsqueeze_reduced(indices, {d}, keepdim));
-    Tensor zero = native::full({}, 0.0, x.dtype(), x.device());
-    Tensor grad = native::expand(unsqueeze_reduced(g, {d}, keepdim), x.sizes());
-    return native::where(chosen, grad, zero);
-  });
+  if (needs_grad({x})) {
+    int64_t d = wrap_dim(dim, x.dim(), "max");
+    record_unary("MaxBackward", x, values, [x = saved(x), indices = saved(indices), d, keepdim](const Tensor& g) {
+      // Route each gradient to the position its index names.
+      Shape position_shape(x.dim(), 1);
+      position_shape[d] = x.size(d);
+      Tensor positions = native::view(native::arange(0, static_cast<double>(x.size(d)), 1, DType::i64, x.device()),
+                                      position_shape);
+      Tensor chosen = native::binary(BinaryOp::eq, positions, unsqueeze_reduced(indices, {d}, keepdim));
+      Tensor zero = native::full({}, 0.0, x.dtype(), x.device());
+      Tensor grad = native::expand(unsqueeze_reduced(g, {d}, keepdim), x.sizes());
+      return native::where(chosen, grad, zero);
+    });
+  }
   return {values, indices};
 }
 
