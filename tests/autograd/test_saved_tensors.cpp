@@ -86,10 +86,10 @@ TEST_CASE("gradients are unchanged by what is kept") {
 }
 
 TEST_CASE("ops recorded through recording.h's helpers record and keep nothing when nothing needs a gradient") {
-  // record_unary, record_normalization and record_pick decide themselves whether to record:
-  // under no_grad, or with no input that requires grad, the op's closure (and what it would
-  // have saved: batch_norm's and layer_norm's statistics, topk's and max's indices) is gone
-  // by the time the op returns.
+  // The ops that record through record_unary, record_normalization and record_pick check
+  // needs_grad before building their closures: under no_grad, or with no input that
+  // requires grad, nothing they would have saved (batch_norm's and layer_norm's statistics,
+  // topk's and max's indices) outlives the op.
   ts::manual_seed(2);
   Tensor weight = ts::rand({256}).requires_grad_(), bias = ts::rand({256}).requires_grad_();
   Tensor mask = ts::rand({kElements}) > 0.5;
