@@ -6,12 +6,12 @@
 
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TESSERA_BASELINE_CHECK 1
+#include "tessera/tensor/cpu/isa.h"  // TESSERA_X86_KERNELS: x86-64 with GCC or clang
+
+#if TESSERA_X86_KERNELS
 // Plain x86-64 code in a library compiled for x86-64-v3 or more: no VEX instruction.
 #define TESSERA_PLAIN_X86_64 __attribute__((target("arch=x86-64")))
 #else
-#define TESSERA_BASELINE_CHECK 0
 #define TESSERA_PLAIN_X86_64
 #endif
 
@@ -37,7 +37,7 @@ TESSERA_PLAIN_X86_64 bool write_below_baseline_warning(int fd, const CpuExtensio
 
 }  // namespace tessera::detail
 
-#if TESSERA_BASELINE_CHECK
+#if TESSERA_X86_KERNELS
 namespace tessera::detail {
 namespace {
 

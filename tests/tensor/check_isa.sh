@@ -12,9 +12,9 @@
 set -eu
 objdump=$1
 library=$2
-"$objdump" -d --no-show-raw-insn -C "$library" > "${TMPDIR:-/tmp}/check_isa.$$"
-trap 'rm -f "${TMPDIR:-/tmp}/check_isa.$$"' EXIT
 disassembly="${TMPDIR:-/tmp}/check_isa.$$"
+trap 'rm -f "$disassembly"' EXIT
+"$objdump" -d --no-show-raw-insn -C "$library" > "$disassembly"
 failed=0
 
 found=$(awk '
