@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <array>
 #include <cstdlib>
 #include <string>
 
@@ -32,6 +33,26 @@ CpuCapability detect() {
   return CpuCapability::baseline;
 }
 
+// Every level with TESSERA_CPU_CAPABILITY's name for it, lowest first: the names both ways
+// and the list an unknown value is told come from here.
+struct Level {
+  CpuCapability capability;
+  std::string_view name;
+};
+constexpr std::array<Level, 3> kLevels{{
+    {CpuCapability::baseline, "default"},
+    {CpuCapability::avx2, "avx2"},
+    {CpuCapability::avx512, "avx512"},
+}};
+static_assert(
+    [] {
+      for (size_t i = 0; i < kLevels.size(); ++i) {
+        if (kLevels[i].capability != static_cast<CpuCapability>(i)) return false;
+      }
+      return kLevels.back().capability == CpuCapability::avx512;
+    }(),
+    "kLevels lists every CpuCapability, in the enum's order");
+
 struct Choice {
   CpuCapability capability = CpuCapability::baseline;
   std::string error;  // non-empty: TESSERA_CPU_CAPABILITY cannot be honoured
@@ -50,24 +71,25 @@ Choice resolve() {
 }  // namespace
 
 std::string_view to_string(CpuCapability capability) {
-  switch (capability) {
-    case CpuCapability::baseline: return "default";
-    case CpuCapability::avx2: return "avx2";
-    case CpuCapability::avx512: return "avx512";
+  for (const Level& level : kLevels) {
+    if (level.capability == capability) return level.name;
   }
   return "unknown";
 }
 
 CpuCapability choose_cpu_capability(const char* requested, CpuCapability supported) {
   if (requested == nullptr || *requested == '\0') return supported;
-  for (CpuCapability level : {CpuCapability::baseline, CpuCapability::avx2, CpuCapability::avx512}) {
-    if (to_string(level) != requested) continue;
-    TS_CHECK(level <= supported, Error, "TESSERA_CPU_CAPABILITY=", requested, " asks for kernels this CPU cannot run: ",
-             "it supports up to '", to_string(supported), "' (avx2 needs AVX2, FMA and BMI2; avx512 also AVX-512 F, ",
-             "BW, DQ and VL); unset the variable or choose a lower level");
-    return level;
+  for (const Level& level : kLevels) {
+    if (level.name != requested) continue;
+    TS_CHECK(level.capability <= supported, Error, "TESSERA_CPU_CAPABILITY=", requested,
+             " asks for kernels this CPU cannot run: it supports up to '", to_string(supported),
+             "' (avx2 needs AVX2, FMA and BMI2; avx512 also AVX-512 F, BW, DQ and VL); unset the variable or ",
+             "choose a lower level");
+    return level.capability;
   }
-  throw Error(detail::concat("TESSERA_CPU_CAPABILITY='", requested, "' is not one of default, avx2, avx512"));
+  std::string names;
+  for (const Level& level : kLevels) names += (names.empty() ? "" : ", ") + std::string(level.name);
+  throw Error(detail::concat("TESSERA_CPU_CAPABILITY='", requested, "' is not one of ", names));
 }
 
 CpuCapability cpu_capability_supported() {
