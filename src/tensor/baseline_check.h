@@ -5,8 +5,8 @@
 // both for a made-up CPU, which no machine of ours is.
 //
 // Everything declared here is compiled for plain x86-64 (baseline_check.cpp), so it runs
-// on the CPUs the rest of the library does not run on; tests/tensor/check_baseline_code.py
-// reads the library's disassembly to hold that.
+// on the CPUs the rest of the library does not run on; tests/tensor/check_isa.sh reads the
+// library's disassembly to hold that.
 #pragma once
 
 #include <cstddef>
