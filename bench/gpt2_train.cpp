@@ -112,8 +112,10 @@ int main(int argc, char** argv) {
   const double tokens = static_cast<double>(o.steps * o.batch * o.seq_len);
   std::string profile;
   if (o.profile) {
-    profile = ts::detail::concat(", \"profile_ms\": {\"forward\": ", median(forward_ms), ", \"backward\": ",
-                                 median(backward_ms), ", \"optimizer\": ", median(optimizer_ms), "}");
+    char text[128];
+    std::snprintf(text, sizeof text, ", \"profile_ms\": {\"forward\": %.3f, \"backward\": %.3f, \"optimizer\": %.3f}",
+                  median(forward_ms), median(backward_ms), median(optimizer_ms));
+    profile = text;
   }
   std::printf("{\"framework\": \"tessera\", \"batch\": %lld, \"seq_len\": %lld, \"threads\": %d, \"parameters\": %lld, "
               "\"tokens_per_s\": %.2f, \"median_step_s\": %.4f, \"peak_rss_bytes\": %lld, \"peak_allocated_bytes\": %lld, "

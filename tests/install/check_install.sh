@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the built library into a scratch folder and builds a user's program against it
-# through pkg-config, as the README tells users to. The installed tools must find the
+# through pkg-config, as the README tells users to; each folder's umbrella header compiles
+# alone there. The installed tools must find the
 # installed libtessera.so by themselves (their RUNPATH), with no LD_LIBRARY_PATH.
 #   check_install.sh BUILD_DIR SOURCE_FILE
 set -euo pipefail
@@ -26,6 +27,12 @@ export PKG_CONFIG_SYSROOT_DIR="$scratch/root"
 flags=$(pkg-config --cflags --libs tessera)
 echo "pkg-config --cflags --libs tessera: $flags"
 g++ -std=c++20 -O1 "$source_file" -o "$scratch/user_model" $flags
+# Each folder's umbrella header compiles on its own: it includes everything it uses.
+for umbrella in tensor/all.h autograd/autograd.h io/io.h data/data.h dist/dist.h text/text.h nn/nn.h \
+                models/models.h optim/optim.h fsdp/fsdp.h checkpoint/checkpoint.h; do
+  echo "#include <tessera/$umbrella>" | g++ -std=c++20 -fsyntax-only -x c++ - $(pkg-config --cflags tessera) ||
+    { echo "<tessera/$umbrella> does not compile on its own" >&2; exit 1; }
+done
 libdir=$(dirname "$(find "$scratch/root" -name 'libtessera.so' | head -n 1)")
 LD_LIBRARY_PATH="$libdir" "$scratch/user_model"
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The library's folders depend one way (DESIGN.md): tensor <- autograd <- nn <- optim,
+fsdp <- dist, with io, data and text beside them. Each folder of src/ may include only the
+folders listed for it below; MPI, NCCL and cuDNN headers stay in the folders that wrap
+them; and no folder reaches into another's detail namespace (checkpoint/ once did into
+fsdp::detail). Prints every violation with its file and line.
+  check_layers.py SOURCE_ROOT
+"""
+import pathlib
+import re
+import sys
+
+ALLOWED = {
+    "tensor": set(),
+    "autograd": {"tensor"},
+    "io": {"tensor"},
+    "dist": {"tensor"},
+    "data": {"io", "tensor"},
+    "text": {"io", "tensor"},
+    "nn": {"autograd", "tensor"},
+    "models": {"autograd", "io", "nn", "tensor"},
+    "optim": {"autograd", "nn", "tensor"},
+    "fsdp": {"autograd", "dist", "nn", "tensor"},
+    "checkpoint": {"autograd", "dist", "fsdp", "io", "nn", "optim", "tensor"},
+}
+# Third-party headers that belong to one folder's backend.
+OWNED_HEADERS = {"mpi.h": {"dist"}, "nccl.h": {"dist"}, "cudnn.h": {"tensor"}}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
+FOREIGN_DETAIL = re.compile(r"\b(tensor|autograd|io|dist|data|text|nn|models|optim|fsdp|checkpoint)::detail::")
+
+
+def main(root):
+    src = pathlib.Path(root) / "src"
+    problems = []
+    for path in sorted(src.rglob("*")):
+        if path.suffix not in {".h", ".cpp", ".cu", ".cuh", ".inc"} or not path.is_file():
+            continue
+        folder = path.relative_to(src).parts[0]
+        if folder not in ALLOWED:
+            continue  # tessera.h, config.h: the umbrella includes everything
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            where = f"{path.relative_to(root)}:{number}"
+            match = INCLUDE.match(line)
+            if match:
+                header = match.group(1)
+                parts = header.split("/")
+                if parts[0] == "tessera" and len(parts) > 2:
+                    other = parts[1]
+                    if other != folder and other not in ALLOWED.get(folder, set()):
+                        problems.append(f"{where}: {folder}/ includes {header} ({other}/ is not below {folder}/)")
+                owners = OWNED_HEADERS.get(header)
+                if owners is not None and folder not in owners:
+                    problems.append(f"{where}: {folder}/ includes {header} (only {', '.join(sorted(owners))}/ may)")
+            for detail in FOREIGN_DETAIL.finditer(line):
+                if detail.group(1) != folder:
+                    problems.append(f"{where}: {folder}/ uses {detail.group(0)} (another folder's internals)")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 1
+    print(f"src/: {len(ALLOWED)} folders, every include one way")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
