@@ -143,8 +143,11 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 
 // Dropout: in training, zeroes elements with probability p (keyed by position, see
-// DropoutKey) and scales the rest by 1 / (1 - p); the identity otherwise.
-Tensor dropout(const Tensor& x, double p, bool training, const DropoutKey& key = {});
+// DropoutKey) and scales the rest by 1 / (1 - p); the identity otherwise. Without a key,
+// each call in training draws one from the default generator (next_dropout_key), as
+// F.dropout draws from torch.default_generator.
+Tensor dropout(const Tensor& x, double p, bool training, const DropoutKey& key);
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 
 // Joining.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
@@ -201,7 +204,8 @@ struct ScaledDotProductAttentionOptions {
   // grad takes the unblocked path, which materialises the weights.
   Tensor attn_mask{};
   // Applied whenever > 0, as in PyTorch (pass 0 in eval; nn::scaled_dot_product_attention
-  // does that for you). Keyed by dropout_key exactly as dropout() of the weights would be.
+  // does that for you). Keyed by dropout_key exactly as dropout() of the weights would be:
+  // the key is the caller's (ts::next_dropout_key() draws one as F.dropout would).
   double dropout_p = 0.0;
   // Keys j <= i only (torch's tril, upper-left aligned when L != S); not with attn_mask.
   bool is_causal = false;

@@ -77,22 +77,12 @@ DropoutKey Dropout::next_key() {
 }
 
 DropoutKey Dropout::fresh_key() {
-  DropoutKey key;
-  key.stream = philox::stream_of(path());
+  const uint64_t stream = philox::stream_of(path());
   if (const BatchPosition* position = BatchScope::current()) {
-    key.seed = position->seed;
-    key.step = position->step;
-    key.first_row = position->first_row;
-  } else {
-    // Outside a scope the mask comes from the default generator, as torch's dropout draws
-    // from torch.default_generator: its seed, and one step of its sequence per call, so
-    // ts::manual_seed(s) makes the masks repeatable and another seed gives others.
-    with_default_generator([&](Generator& generator) {
-      key.seed = generator.seed() ^ (generator.stream() * 0xD1B54A32D192ED03ull);
-      key.step = generator.advance(1);
-    });
+    return {.seed = position->seed, .stream = stream, .step = position->step, .first_row = position->first_row};
   }
-  return key;
+  // Outside a scope the mask comes from the default generator, as torch's dropout's does.
+  return next_dropout_key(stream);
 }
 
 Tensor Dropout::forward(Tensor input) {

@@ -48,6 +48,15 @@ void with_default_generator(const std::function<void(Generator&)>& draw) {
   draw(state.generator);
 }
 
+DropoutKey next_dropout_key(uint64_t stream) {
+  DropoutKey key{.stream = stream};
+  with_default_generator([&](Generator& generator) {
+    key.seed = generator.seed() ^ (generator.stream() * 0xD1B54A32D192ED03ull);
+    key.step = generator.advance(1);
+  });
+  return key;
+}
+
 namespace {
 
 // f32 takes one 32-bit word per element, four elements per Philox block.

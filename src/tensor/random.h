@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tessera/tensor/dtype.h"
+#include "tessera/tensor/op_options.h"
 
 namespace tessera {
 
@@ -33,8 +34,8 @@ class Generator {
 };
 
 // The default generator, as PyTorch's torch.default_generator: what ts::rand, randn,
-// randint, multinomial and nn::Dropout outside a BatchScope draw from when given no
-// Generator, and whose seed a module built afterwards initialises its parameters with.
+// randint, multinomial, and dropout (ts::dropout, attention's, nn::Dropout outside a
+// BatchScope) draw from when given no Generator or key, and whose seed a module built afterwards initialises its parameters with.
 // It is the library's one piece of global random state, process-wide as in PyTorch, so
 // that `ts::manual_seed(s)` at the top of a program (on every rank) makes its run
 // repeatable. Draws lock it, so several threads may draw at once (in some order). It starts
@@ -52,6 +53,11 @@ void set_rng_state(const Generator& state);
 // Runs `draw` on the default generator with its lock held: how the functions above take
 // their elements from it.
 void with_default_generator(const std::function<void(Generator&)>& draw);
+// A dropout key from the default generator, as torch's dropout draws its mask from
+// torch.default_generator: its seed (mixed with its stream) and one step of its sequence,
+// so that each call gets another mask and ts::manual_seed(s) repeats them. `stream` tells
+// apart dropouts drawn at once (nn::Dropout passes its module path's).
+DropoutKey next_dropout_key(uint64_t stream = 0);
 
 // A distribution for parameter initialisation: element i of a parameter named `key` is
 // value(seed, key, i). Because the rule fills any slice [first, first + n) of the flat

@@ -70,6 +70,26 @@ TEST_CASE("Dropout outside a BatchScope is keyed by the default generator") {
   ts::manual_seed(0);
 }
 
+TEST_CASE("ts::dropout without a key draws one from the default generator, as F.dropout") {
+  ts::Tensor x = ts::ones({4, 50});
+  ts::manual_seed(3);
+  const ts::Tensor first = ts::dropout(x, 0.5, true), second = ts::dropout(x);  // PyTorch's defaults
+  CHECK_FALSE(ts::equal(first, second));
+  // The generator's seed and next step, as next_dropout_key() and nn::Dropout's stream-0 key.
+  ts::manual_seed(3);
+  CHECK(ts::equal(ts::dropout(x, 0.5, true, ts::next_dropout_key()), first));
+  CHECK(ts::equal(ts::dropout(x, 0.5, true), second));
+  // Outside training (or at p = 0) it is the identity and draws nothing.
+  ts::manual_seed(3);
+  CHECK(ts::equal(ts::dropout(x, 0.5, false), x));
+  CHECK(ts::equal(ts::dropout(x, 0.0, true), x));
+  CHECK(ts::equal(ts::dropout(x), first));
+  // An explicit key is a pure function of the key: the same mask whatever the generator.
+  const ts::DropoutKey key{.seed = 7, .step = 2};
+  CHECK(ts::equal(ts::dropout(x, 0.5, true, key), ts::dropout(x, 0.5, true, key)));
+  ts::manual_seed(0);
+}
+
 TEST_CASE("MaxPool2d, Flatten, LogSoftmax, ReLU") {
   ts::Tensor x = ts::arange(16, {.dtype = DType::f32}).view({1, 1, 4, 4});
   nn::MaxPool2d pool(2);

@@ -113,6 +113,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   return nll * (1.0 - options.label_smoothing) + smooth * (options.label_smoothing / classes);
 }
 
+Tensor dropout(const Tensor& x, double p, bool training) {
+  if (!training || p == 0) return x;  // draws nothing, as F.dropout
+  return dropout(x, p, training, next_dropout_key());
+}
+
 Tensor dropout(const Tensor& x, double p, bool training, const DropoutKey& key) {
   if (!training || p == 0) return x;
   auto [out, mask] = native::dropout(x, p, key);
