@@ -48,7 +48,7 @@ TEST_CASE("unary ops keep their output (relu, exp, sigmoid, tanh, sqrt), their i
   CHECK(kept_beyond_output([](const Tensor& x) { return ts::neg(x); }) == 0);
 }
 
-TEST_CASE("mul keeps an operand only for the other's gradient; linear keeps its input only for the weight's") {
+TEST_CASE("mul, div and pow keep an operand only for the other's gradient; linear keeps its input only for the weight's") {
   ts::manual_seed(0);
   Tensor constant = ts::rand({kElements});  // needs no gradient
   Tensor trained = ts::rand({kElements}).requires_grad_();
@@ -59,6 +59,11 @@ TEST_CASE("mul keeps an operand only for the other's gradient; linear keeps its 
   // x / constant keeps nothing of x either; x / trained needs x for trained's gradient.
   CHECK(kept_beyond_output([&](const Tensor& x) { return x / constant; }) == 0);
   CHECK(kept_beyond_output([&](const Tensor& x) { return x / trained; }) == kBytes);
+  // pow(x, constant): x's gradient reads x and the exponent; pow(constant, x): x's gradient
+  // reads the output and the base, not x.
+  Tensor positive = ts::rand({kElements}) + 0.5;
+  CHECK(kept_beyond_output([&](const Tensor& x) { return ts::pow(x, constant); }) == kBytes);
+  CHECK(kept_beyond_output([&](const Tensor& x) { return ts::pow(positive, x); }) == 0);
 
   // A frozen linear layer keeps no activation; a trained one keeps its input.
   ts::nn::Linear layer(256, 256);
@@ -82,6 +87,15 @@ TEST_CASE("gradients are unchanged by what is kept") {
     const double x = a.at<double>({i}), y = b.at<double>({i});
     CHECK(a.grad().at<double>({i}) == doctest::Approx(y / x + 0.5 / std::sqrt(x) / y + 1.0).epsilon(1e-12));
     CHECK(b.grad().at<double>({i}) == doctest::Approx(std::log(x) - std::sqrt(x) / (y * y)).epsilon(1e-12));
+  }
+  // pow with one side constant: the other side's gradient alone, from what was kept.
+  Tensor base = a.detach().requires_grad_(), exponent = b.detach().requires_grad_();
+  ts::pow(base, b.detach()).sum().backward();
+  ts::pow(a.detach(), exponent).sum().backward();
+  for (int64_t i = 0; i < 5; ++i) {
+    const double x = a.at<double>({i}), y = b.at<double>({i});
+    CHECK(base.grad().at<double>({i}) == doctest::Approx(y * std::pow(x, y - 1.0)).epsilon(1e-12));
+    CHECK(exponent.grad().at<double>({i}) == doctest::Approx(std::pow(x, y) * std::log(x)).epsilon(1e-12));
   }
 }
 

@@ -86,13 +86,18 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& base, const Tensor& exponent) {
   Tensor out = native::binary(BinaryOp::pow, base, exponent);
   if (needs_grad({base, exponent})) {
+    // d/dx = e * x^(e-1) reads x and e; d/de = x^e * log(x) reads x and the output.
+    const bool need_x = base.requires_grad(), need_e = exponent.requires_grad();
     record("PowBackward", {base, exponent}, {out},
-           [x = saved(base), e = saved(exponent), y = saved(out), need_e = exponent.requires_grad()](const TensorList& g) {
-             // d/dx = e * x^(e-1);  d/de = x^e * log(x)
-             Tensor grad_x = nmul(nmul(g[0], e), native::binary(BinaryOp::pow, x, native::binary(BinaryOp::sub, e, 1.0)));
-             Tensor grad_e;
-             if (need_e) grad_e = native::sum_to(nmul(nmul(g[0], y), native::unary(UnaryOp::log, x)), e.sizes());
-             return TensorList{native::sum_to(grad_x, x.sizes()), grad_e};
+           [x = saved(base), e = need_x ? saved(exponent) : Tensor(), y = need_e ? saved(out) : Tensor(),
+            shape_x = base.sizes(), shape_e = exponent.sizes()](const TensorList& g) {
+             Tensor grad_x, grad_e;
+             if (e.defined()) {
+               grad_x = native::sum_to(
+                   nmul(nmul(g[0], e), native::binary(BinaryOp::pow, x, native::binary(BinaryOp::sub, e, 1.0))), shape_x);
+             }
+             if (y.defined()) grad_e = native::sum_to(nmul(nmul(g[0], y), native::unary(UnaryOp::log, x)), shape_e);
+             return TensorList{grad_x, grad_e};
            });
   }
   return out;
