@@ -79,6 +79,7 @@ struct Options {
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
   bool resume = false;
+  bool overwrite_checkpoints = false;
   // Devices
   std::string device = "cpu";
   std::string dist_backend = "auto";
@@ -144,7 +145,12 @@ weights and checkpoints:
   --checkpoint-every N    every N steps, and at the end [0: at the end only]
   --keep-checkpoints K    keep the newest K [3; 0 keeps all]
   --resume                continue from DIR/latest (model, optimizer, schedule, data position),
-                          at any number of ranks; without a checkpoint, start from scratch
+                          at any number of ranks; when latest is missing or damaged, from the
+                          newest complete checkpoint, saying so; from scratch only when DIR
+                          holds no checkpoint
+  --overwrite-checkpoints start a new run in a DIR holding another run's checkpoints, which
+                          its saves may then replace and prune (without it, or --resume, such a
+                          DIR is refused before training)
 devices:
   --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
   --dist-backend NAME     nccl, world or auto, as the MNIST example [auto]
@@ -164,9 +170,9 @@ A resumed run continues exactly: at the same number of ranks its losses are the 
 uninterrupted run would have printed, bit for bit.
 )";
 
-Options parse_options(int argc, char** argv) {
+// The flags as given (parse_options checks them).
+Options read_flags(example::CommandLine& args) {
   Options o;
-  example::CommandLine args("gpt2", argc, argv, kUsage);
   while (args.next()) {
     const std::string& flag = args.flag();
     if (flag == "--data") o.data = args.value();
@@ -208,6 +214,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
     else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int64_t>();
     else if (flag == "--resume") o.resume = true;
+    else if (flag == "--overwrite-checkpoints") o.overwrite_checkpoints = true;
     else if (flag == "--device") o.device = args.value();
     else if (flag == "--dist-backend") o.dist_backend = args.value();
     else if (flag == "--mixed-precision") o.mixed_precision = args.value();
@@ -223,6 +230,12 @@ Options parse_options(int argc, char** argv) {
     }
     else args.unknown();
   }
+  return o;
+}
+
+Options parse_options(int argc, char** argv) {
+  example::CommandLine args("gpt2", argc, argv, kUsage);
+  Options o = read_flags(args);
   auto one_of = [&](const std::string& flag, const std::string& value, std::initializer_list<const char*> allowed) {
     std::string names;
     for (const char* name : allowed) {
@@ -245,6 +258,9 @@ Options parse_options(int argc, char** argv) {
   if (o.warmup_steps > o.steps && o.lr_schedule == "cosine") o.warmup_steps = o.steps;
   if (o.dropout >= 1) args.error("--dropout must be below 1");
   if (o.resume && o.checkpoint_dir.empty()) args.error("--resume needs --checkpoint-dir");
+  if (o.overwrite_checkpoints && (o.checkpoint_dir.empty() || o.resume)) {
+    args.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
+  }
   if (o.device == "cpu" && o.mixed_precision != "off") {
     args.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
   }
@@ -351,7 +367,7 @@ class Reporter : public example::Printer {
       print_json_object(std::move(object));
       return;
     }
-    std::string text = ts::detail::concat("rank ", rank, " memory:");
+    std::string text = "rank " + std::to_string(rank) + " memory:";
     for (const auto& [name, value] : figures) text += " " + name + " " + ts::format_bytes(value.as_int());
     std::printf("%s\n", text.c_str());
     std::fflush(stdout);
@@ -477,86 +493,57 @@ std::vector<MemoryFigures> every_ranks_figures(const MemoryFigures& mine, ts::di
   return all;
 }
 
-// ---- Training, evaluation, sampling ----
+// ---- Setup ----
 
-struct Trainer {
-  models::GPT2& model;
-  ts::optim::Optimizer& optimizer;
-  ts::optim::LRScheduler& schedule;
-  ts::dist::ProcessGroup& world;
-  ts::Device device;
-  double grad_clip;
-};
-
-struct StepResult {
-  double loss;       // the global mean over the batch's tokens
-  double grad_norm;  // before clipping (0 when not clipping)
-};
-
-// Each rank's loss is its rows' summed cross entropy over the global batch's token count,
-// and FSDP sums the gradients: the mean over all tokens, exact at any split of the rows.
-StepResult train_step(Trainer& t, const ts::data::Batch& batch, uint64_t step, uint64_t seed) {
-  ts::nn::BatchScope scope({.seed = seed, .step = step, .first_row = batch.first_row});
-  t.optimizer.zero_grad();
-  const double global_tokens = static_cast<double>(batch.global_rows * batch.data.size(1));
-  // model(ids, targets): the logits die inside, not kept through backward.
-  ts::Tensor loss = t.model.forward(batch.data.to(t.device), batch.target.to(t.device),
-                                    {.reduction = ts::Reduction::sum}) / global_tokens;
-  loss.backward();
-  const double grad_norm = t.grad_clip > 0 ? ts::fsdp::clip_grad_norm(t.model, t.grad_clip) : 0.0;
-  t.optimizer.step();
-  t.schedule.step();
-  return {example::global_sum(t.world, loss), grad_norm};
+// The training device, with the run's device settings applied before anything is allocated
+// there (TESSERA_MEMORY_LIMIT set its limit already; --memory-limit overrides it).
+ts::Device prepare_device(const Options& o, const ts::dist::ProcessGroup& world) {
+  const ts::Device device = example::training_device(o.device, world);
+  if (o.memory_limit) ts::set_memory_limit(device, *o.memory_limit);
+  if (o.tf32) ts::cuda::set_allow_tf32(true);
+  return device;
 }
 
-struct EvalResult {
-  double loss;
-  int64_t tokens;
-};
+models::GPTConfig checked_config(const Options& o) {
+  models::GPTConfig config = model_config(o);
+  config.check();
+  return config;
+}
 
-// The mean cross entropy over the validation batches (each rank its rows), in eval mode.
-EvalResult evaluate(Trainer& t, const ts::data::DataLoader& loader, int64_t max_batches) {
-  t.model.eval();
-  ts::Tensor loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = t.device});
-  int64_t tokens = 0;
-  {
-    ts::NoGradGuard no_grad;
-    for (const ts::data::Batch& batch : loader.epoch(0)) {
-      if (max_batches > 0 && batch.index >= max_batches) break;
-      ts::Tensor logits = t.model(batch.data.to(t.device));
-      loss_sum.add_(ts::cross_entropy(logits.flatten(0, 1), batch.target.to(t.device).flatten(),
-                                      {.reduction = ts::Reduction::sum}).to(ts::DType::f64));
-      tokens += batch.global_rows * batch.data.size(1);
-    }
+// Tokens per row: --seq-len, at most the block size (its default).
+int64_t sequence_length(const Options& o, const models::GPTConfig& config, int argc, char** argv) {
+  const int64_t seq_len = o.seq_len.value_or(config.block_size);
+  if (seq_len < 1 || seq_len > config.block_size) {
+    example::CommandLine("gpt2", argc, argv, kUsage)
+        .error(ts::str("--seq-len must be in [1, block size ", config.block_size, "], got ", seq_len));
   }
-  t.model.train();
-  return {example::global_sum(t.world, loss_sum) / static_cast<double>(std::max<int64_t>(tokens, 1)), tokens};
+  return seq_len;
 }
 
-// Generates on every rank (the forward passes are collective); rank 0 prints.
-void sample(models::GPT2& model, const Options& o, const std::optional<ts::text::GPT2Tokenizer>& tokenizer,
-            ts::Device device, Reporter& report) {
-  std::vector<int64_t> prompt{50256};  // <|endoftext|>, as nanoGPT's samples start
-  if (!o.prompt.empty()) {
-    TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: --prompt needs GPT-2's tokenizer in ", o.vocab,
-             " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
-    prompt = tokenizer->encode(o.prompt);
-  }
-  ts::Tensor ids = ts::tensor<int64_t>(prompt).to(device);
-  models::GenerateOptions options{.temperature = o.temperature, .seed = o.seed};
-  if (o.top_k > 0) options.top_k = o.top_k;
-  std::vector<int64_t> tokens = model.generate(ids, o.sample, options).cpu().to_vector<int64_t>();
-  std::optional<std::string> text;
-  const bool decodable = tokenizer && std::all_of(tokens.begin(), tokens.end(), [&](int64_t t) { return t < tokenizer->vocab_size(); });
-  if (decodable) text = tokenizer->decode(std::vector<int64_t>(tokens.begin() + (o.prompt.empty() ? 1 : 0), tokens.end()));
-  report.sample(o.prompt, tokens, text);
+// The validation batches (each rank its rows of each), when there is validation data.
+std::optional<ts::data::DataLoader> validation_loader(const std::optional<ts::data::TokenDataset>& data,
+                                                      const Options& o, const ts::dist::ProcessGroup& world) {
+  if (!data) return std::nullopt;
+  const int64_t rows = std::min(o.batch_size, data->size());
+  TS_CHECK(rows > 0, ts::ValueError, "gpt2: ", o.val_data, " holds no window of ", data->seq_len() + 1, " tokens");
+  return ts::data::DataLoader(*data, {.batch_size = rows, .drop_last = true,
+                                      .sampler = {.rank = world.rank(), .world_size = world.size()}});
 }
 
-void save_weights(models::GPT2& model, const std::string& path, const ts::dist::ProcessGroup& world,
-                  Reporter& report) {
-  ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
-  if (world.rank() == 0) models::save_gpt2_safetensors(weights, path);
-  report.info("saved " + path);
+// nanoGPT's optimizer: weight decay on the matrices (and embeddings), not on biases and norms.
+ts::optim::AdamW make_optimizer(models::GPT2& model, const Options& o) {
+  std::vector<ts::Tensor> decay, no_decay;
+  for (auto& [name, p] : ts::fsdp::named_original_parameters(model)) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  return ts::optim::AdamW({{decay, {.weight_decay = o.weight_decay}}, {no_decay, {.weight_decay = 0.0}}},
+                          {.lr = o.lr, .betas = {o.beta1, o.beta2}, .eps = o.eps});
+}
+
+// nanoGPT's get_lr through LambdaLR; "constant" is the same warmup with min_lr = lr.
+ts::optim::LambdaLR make_schedule(ts::optim::Optimizer& optimizer, const Options& o) {
+  const double min_lr = o.lr_schedule == "cosine" ? *o.min_lr : o.lr;
+  return ts::optim::LambdaLR(optimizer, ts::optim::warmup_cosine({.lr = o.lr, .min_lr = min_lr,
+                                                                   .warmup_steps = o.warmup_steps,
+                                                                   .decay_steps = std::max(o.steps, o.warmup_steps)}));
 }
 
 // What a checkpoint must agree on to be resumed by this run.
@@ -575,160 +562,258 @@ void check_resumable(const json::Value& saved, const json::Object& ours, const s
   }
 }
 
+// ---- The run: setup (the constructor), resume, train, finish ----
+
+class Training {
+ public:
+  Training(const Options& o, std::shared_ptr<ts::dist::ProcessGroup> world_in, int argc, char** argv)
+      : options(o),
+        world(std::move(world_in)),
+        report(options, world->rank() == 0),
+        device(prepare_device(options, *world)),
+        group(example::collective_group(options.dist_backend, world, device)),
+        config(checked_config(options)),
+        seq_len(sequence_length(options, config, argc, argv)),
+        tokenizer(load_tokenizer(options.vocab)),
+        scratch{fs::temp_directory_path() / ts::str("tessera-gpt2-", ::getpid(), "-rank", world->rank())},
+        train_set(token_file(options.data, tokenizer, scratch.path, options.vocab), windows()),
+        val_set(options.val_data.empty()
+                    ? std::nullopt
+                    : std::optional(ts::data::TokenDataset(token_file(options.val_data, tokenizer, scratch.path,
+                                                                      options.vocab), windows()))),
+        train_batches(train_loader(train_set, options, *world)),
+        val_batches(validation_loader(val_set, options, *world)),
+        model(config),
+        optimizer(shard(model, options, group, device)),
+        schedule(make_schedule(optimizer, options)),
+        settings(run_settings(options, config, seq_len)),
+        state{.step = 0, .epoch = 0, .batch = 0, .seed = options.seed} {
+    if (!options.checkpoint_dir.empty()) {
+      checkpoints.emplace(options.checkpoint_dir,
+                          ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints),
+                                                                   .overwrite = options.overwrite_checkpoints});
+      // Before training: another job in the folder, or another run's checkpoints, fail now.
+      if (!options.resume) checkpoints->claim(*world);
+    }
+    saved_at = state.step;
+    report.info(description());
+  }
+
+  // --resume: the latest checkpoint's model, optimizer, schedule and data position, if there
+  // is one (the newest complete one when latest is missing or damaged, saying so).
+  void resume() {
+    auto restored = checkpoints->restore(model, stateful());
+    if (!restored) {
+      report.info("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
+      return;
+    }
+    const ts::checkpoint::ResumePoint& from = *checkpoints->resumed_from();
+    if (!from.note.empty()) report.info("--resume: " + from.note);
+    check_resumable(restored->extra, settings, from.path);
+    state = *restored;
+    saved_at = state.step;
+    report.checkpoint("resume", from.path, state.step);
+  }
+
+  // Steps until --steps, epoch after epoch, evaluating and saving checkpoints as asked.
+  void train() {
+    const auto started = std::chrono::steady_clock::now();
+    while (static_cast<int64_t>(state.step) < options.steps) {
+      for (const ts::data::Batch& batch : train_batches.epoch(state.epoch, state.batch)) {
+        if (static_cast<int64_t>(state.step) >= options.steps) break;
+        train_step(batch);
+        state.batch = batch.index + 1;
+        const bool last = static_cast<int64_t>(state.step) == options.steps;
+        if (options.eval_interval > 0 && state.step % static_cast<uint64_t>(options.eval_interval) == 0 && !last) {
+          evaluate();
+        }
+        if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
+          save_checkpoint();
+        }
+      }
+      if (state.batch >= train_batches.size()) {
+        ++state.epoch;
+        state.batch = 0;
+      }
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+
+  // After the last step: an evaluation, the final checkpoint, a sample, the weights with
+  // --save, and the summary with every rank's memory.
+  void finish() {
+    evaluate();
+    if (checkpoints && saved_at != state.step) save_checkpoint();
+    if (options.sample > 0) sample();
+    if (!options.save.empty()) save_weights();
+    report_summary();
+  }
+
+ private:
+  ts::data::TokenDatasetOptions windows() const { return {.seq_len = seq_len, .vocab_size = config.vocab_size}; }
+
+  static ts::optim::AdamW shard(models::GPT2& model, const Options& o,
+                                const std::shared_ptr<ts::dist::ProcessGroup>& group, ts::Device device) {
+    model.reset_parameters(o.seed);
+    if (o.dtype == "float64") model.to(ts::DType::f64);
+    ts::fsdp::FullyShardOptions sharding{.wrap_policy = ts::fsdp::WrapPolicy::module_type({models::kBlockTypeName}),
+                                         .gradient_reduction = ts::dist::ReduceOp::sum,
+                                         .device = device};
+    if (o.activation_checkpointing) sharding.activation_checkpointing = {models::kBlockTypeName};
+    if (o.mixed_precision == "bf16") {
+      sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32,
+                                  .output_dtype = ts::DType::f32};
+    }
+    ts::fsdp::fully_shard(model, group, sharding);
+    if (!o.init.empty()) model.load_hf_state_dict(ts::io::load(o.init));
+    return make_optimizer(model, o);
+  }
+
+  ts::checkpoint::Stateful stateful() { return {.optimizer = &optimizer, .scheduler = &schedule}; }
+
+  std::string description() const {
+    return ts::str("GPT-2: ", config.n_layer, " layers, ", config.n_head, " heads, ", config.n_embd, " embedding, block ",
+                   config.block_size, ": ", config.num_parameters(), " parameters (", options.dtype, "); ",
+                   train_set.num_tokens(), " training tokens, ", train_batches.size(), " batches of ",
+                   options.batch_size, " x ", seq_len, " per epoch; ", world->size(), " rank(s), ",
+                   ts::get_num_threads(), " thread(s) each",
+                   device.is_cuda() ? ts::str("; ", device.str(), ", collectives on ", group->backend_name(),
+                                              options.mixed_precision == "bf16" ? ", bfloat16 compute" : "")
+                                    : std::string());
+  }
+
+  // One optimizer step. Each rank's loss is its rows' summed cross entropy over the global
+  // batch's token count, and FSDP sums the gradients: the mean over all tokens, exact at any
+  // split of the rows.
+  void train_step(const ts::data::Batch& batch) {
+    const double lr = optimizer.lr(0);
+    const auto started = std::chrono::steady_clock::now();
+    ts::nn::BatchScope scope({.seed = state.seed, .step = state.step, .first_row = batch.first_row});
+    optimizer.zero_grad();
+    const double global_tokens = static_cast<double>(batch.global_rows * batch.data.size(1));
+    // model(ids, targets): the logits die inside, not kept through backward.
+    ts::Tensor loss = model.forward(batch.data.to(device), batch.target.to(device), {.reduction = ts::Reduction::sum}) /
+                      global_tokens;
+    loss.backward();
+    const double grad_norm = options.grad_clip > 0 ? ts::fsdp::clip_grad_norm(model, options.grad_clip) : 0.0;
+    optimizer.step();
+    schedule.step();
+    last_loss = example::global_sum(*world, loss);  // the global loss: every rank's step is done
+    const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    const int64_t tokens = options.batch_size * seq_len;
+    report.step({.step = static_cast<int64_t>(state.step), .loss = last_loss, .lr = lr, .step_ms = step_ms,
+                 .tokens_per_s = static_cast<double>(tokens) / (step_ms / 1000.0), .grad_norm = grad_norm});
+    if (state.step > 0) {  // the first step warms caches up
+      timed_seconds += step_ms / 1000.0;
+      timed_tokens += tokens;
+    }
+    ++state.step;
+  }
+
+  // The mean cross entropy over the validation batches (each rank its rows), in eval mode.
+  void evaluate() {
+    if (!val_batches) return;
+    model.eval();
+    ts::Tensor loss_sum = ts::zeros({}, {.dtype = ts::DType::f64, .device = device});
+    int64_t tokens = 0;
+    {
+      ts::NoGradGuard no_grad;
+      for (const ts::data::Batch& batch : val_batches->epoch(0)) {
+        if (options.eval_batches > 0 && batch.index >= options.eval_batches) break;
+        ts::Tensor logits = model(batch.data.to(device));
+        loss_sum.add_(ts::cross_entropy(logits.flatten(0, 1), batch.target.to(device).flatten(),
+                                        {.reduction = ts::Reduction::sum}).to(ts::DType::f64));
+        tokens += batch.global_rows * batch.data.size(1);
+      }
+    }
+    model.train();
+    last_val_loss = example::global_sum(*world, loss_sum) / static_cast<double>(std::max<int64_t>(tokens, 1));
+    report.eval(static_cast<int64_t>(state.step), *last_val_loss, tokens);
+  }
+
+  void save_checkpoint() {
+    ts::checkpoint::TrainingState saved = state;
+    saved.extra = json::Value(settings);
+    report.checkpoint("checkpoint", checkpoints->save(model, stateful(), saved), saved.step);
+    saved_at = state.step;
+  }
+
+  // Generates on every rank (the forward passes are collective); rank 0 prints.
+  void sample() {
+    std::vector<int64_t> prompt{50256};  // <|endoftext|>, as nanoGPT's samples start
+    if (!options.prompt.empty()) {
+      TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: --prompt needs GPT-2's tokenizer in ", options.vocab,
+               " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
+      prompt = tokenizer->encode(options.prompt);
+    }
+    models::GenerateOptions generation{.temperature = options.temperature, .seed = options.seed};
+    if (options.top_k > 0) generation.top_k = options.top_k;
+    const std::vector<int64_t> tokens =
+        model.generate(ts::tensor<int64_t>(prompt).to(device), options.sample, generation).cpu().to_vector<int64_t>();
+    std::optional<std::string> text;
+    const bool decodable =
+        tokenizer && std::all_of(tokens.begin(), tokens.end(), [&](int64_t t) { return t < tokenizer->vocab_size(); });
+    if (decodable) {
+      text = tokenizer->decode(std::vector<int64_t>(tokens.begin() + (options.prompt.empty() ? 1 : 0), tokens.end()));
+    }
+    report.sample(options.prompt, tokens, text);
+  }
+
+  void save_weights() {
+    ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
+    if (world->rank() == 0) models::save_gpt2_safetensors(weights, options.save);
+    report.info("saved " + options.save);
+  }
+
+  void report_summary() {
+    json::Object summary{{"steps", static_cast<int64_t>(state.step)}, {"seconds", seconds},
+                         {"tokens_per_s", timed_seconds > 0 ? static_cast<double>(timed_tokens) / timed_seconds : 0.0},
+                         {"parameters", config.num_parameters()}, {"world_size", world->size()}};
+    if (state.step > 0) summary.emplace_back("loss", last_loss);
+    if (last_val_loss) summary.emplace_back("val_loss", *last_val_loss);
+    const std::vector<MemoryFigures> memory = every_ranks_figures(memory_figures(model, optimizer, device), *world);
+    for (int r = 0; r < world->size(); ++r) report.memory(r, memory[static_cast<size_t>(r)].json_fields());
+    summary.emplace_back("peak_bytes", memory[0].peak);
+    summary.emplace_back("state_bytes", memory[0].state());
+    if (const std::optional<int64_t> limit = ts::memory_limit(device)) summary.emplace_back("memory_limit", *limit);
+    report.summary(std::move(summary));
+  }
+
+  const Options options;
+  std::shared_ptr<ts::dist::ProcessGroup> world;
+  Reporter report;
+  const ts::Device device;
+  std::shared_ptr<ts::dist::ProcessGroup> group;
+  const models::GPTConfig config;
+  const int64_t seq_len;
+  const std::optional<ts::text::GPT2Tokenizer> tokenizer;
+  ScratchFolder scratch;
+  ts::data::TokenDataset train_set;
+  std::optional<ts::data::TokenDataset> val_set;
+  ts::data::DataLoader train_batches;
+  std::optional<ts::data::DataLoader> val_batches;
+  models::GPT2 model;
+  ts::optim::AdamW optimizer;
+  ts::optim::LambdaLR schedule;
+  const json::Object settings;
+  std::optional<ts::checkpoint::CheckpointManager> checkpoints;
+  ts::checkpoint::TrainingState state;
+  uint64_t saved_at = 0;             // the step of the newest checkpoint (or the start)
+  double last_loss = 0;
+  std::optional<double> last_val_loss;
+  double seconds = 0;                // train()'s
+  double timed_seconds = 0;          // the steps' after the first
+  int64_t timed_tokens = 0;
+};
+
 int run(int argc, char** argv) {
-  // ---- Setup ----
   auto world = ts::dist::init(argc, argv);
   const Options options = parse_options(argc, argv);
   if (options.threads > 0) ts::set_num_threads(options.threads);
-  Reporter report(options, world->rank() == 0);
-  const ts::Device device = example::training_device(options.device, *world);
-  // Everything the allocator hands out from here on counts (TESSERA_MEMORY_LIMIT set it already).
-  if (options.memory_limit) ts::set_memory_limit(device, *options.memory_limit);
-  if (options.tf32) ts::cuda::set_allow_tf32(true);
-  std::shared_ptr<ts::dist::ProcessGroup> group = example::collective_group(options.dist_backend, world, device);
-
-  const models::GPTConfig config = model_config(options);
-  config.check();
-  const int64_t seq_len = options.seq_len.value_or(config.block_size);
-  if (seq_len < 1 || seq_len > config.block_size) {
-    example::CommandLine("gpt2", argc, argv, kUsage)
-        .error(ts::str("--seq-len must be in [1, block size ", config.block_size, "], got ", seq_len));
-  }
-
-  const std::optional<ts::text::GPT2Tokenizer> tokenizer = load_tokenizer(options.vocab);
-  ScratchFolder scratch{fs::temp_directory_path() /
-                        ts::str("tessera-gpt2-", ::getpid(), "-rank", world->rank())};
-  const ts::data::TokenDatasetOptions windows{.seq_len = seq_len, .vocab_size = config.vocab_size};
-  ts::data::TokenDataset train_set(token_file(options.data, tokenizer, scratch.path, options.vocab), windows);
-  std::optional<ts::data::TokenDataset> val_set;
-  if (!options.val_data.empty()) val_set.emplace(token_file(options.val_data, tokenizer, scratch.path, options.vocab), windows);
-  ts::data::DataLoader train_batches = train_loader(train_set, options, *world);
-  std::optional<ts::data::DataLoader> val_batches;
-  if (val_set) {
-    const int64_t rows = std::min(options.batch_size, val_set->size());
-    TS_CHECK(rows > 0, ts::ValueError, "gpt2: ", options.val_data, " holds no window of ", seq_len + 1, " tokens");
-    val_batches.emplace(*val_set, ts::data::DataLoaderOptions{.batch_size = rows, .drop_last = true,
-                                                              .sampler = {.rank = world->rank(), .world_size = world->size()}});
-  }
-
-  models::GPT2 model(config);
-  model.reset_parameters(options.seed);
-  if (options.dtype == "float64") model.to(ts::DType::f64);
-  ts::fsdp::FullyShardOptions sharding{.wrap_policy = ts::fsdp::WrapPolicy::module_type({models::kBlockTypeName}),
-                                       .gradient_reduction = ts::dist::ReduceOp::sum,
-                                       .device = device};
-  if (options.activation_checkpointing) sharding.activation_checkpointing = {models::kBlockTypeName};
-  if (options.mixed_precision == "bf16") {
-    sharding.mixed_precision = {.param_dtype = ts::DType::bf16, .reduce_dtype = ts::DType::f32,
-                                .output_dtype = ts::DType::f32};
-  }
-  ts::fsdp::fully_shard(model, group, sharding);
-  if (!options.init.empty()) model.load_hf_state_dict(ts::io::load(options.init));
-
-  // nanoGPT's optimizer: weight decay on the matrices (and embeddings), not on biases and norms.
-  std::vector<ts::Tensor> decay, no_decay;
-  for (auto& [name, p] : ts::fsdp::named_original_parameters(model)) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  ts::optim::AdamW optimizer({{decay, {.weight_decay = options.weight_decay}}, {no_decay, {.weight_decay = 0.0}}},
-                             {.lr = options.lr, .betas = {options.beta1, options.beta2}, .eps = options.eps});
-  // nanoGPT's get_lr through LambdaLR; "constant" is the same warmup with min_lr = lr.
-  const double min_lr = options.lr_schedule == "cosine" ? *options.min_lr : options.lr;
-  ts::optim::LambdaLR schedule(optimizer, ts::optim::warmup_cosine({.lr = options.lr, .min_lr = min_lr,
-                                                                     .warmup_steps = options.warmup_steps,
-                                                                     .decay_steps = std::max(options.steps, options.warmup_steps)}));
-  const ts::checkpoint::Stateful stateful{.optimizer = &optimizer, .scheduler = &schedule};
-
-  ts::checkpoint::TrainingState state{.step = 0, .epoch = 0, .batch = 0, .seed = options.seed};
-  const json::Object settings = run_settings(options, config, seq_len);
-  std::optional<ts::checkpoint::CheckpointManager> checkpoints;
-  if (!options.checkpoint_dir.empty()) {
-    checkpoints.emplace(options.checkpoint_dir,
-                        ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints)});
-  }
-  if (options.resume) {
-    if (auto restored = checkpoints->restore(model, stateful)) {
-      check_resumable(restored->extra, settings, *checkpoints->latest());
-      state = *restored;
-      report.checkpoint("resume", *checkpoints->latest(), state.step);
-    } else {
-      report.info("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
-    }
-  }
-  auto save_checkpoint = [&] {
-    ts::checkpoint::TrainingState saved = state;
-    saved.extra = json::Value(settings);
-    report.checkpoint("checkpoint", checkpoints->save(model, stateful, saved), saved.step);
-  };
-
-  report.info(ts::str("GPT-2: ", config.n_layer, " layers, ", config.n_head, " heads, ", config.n_embd,
-                                 " embedding, block ", config.block_size, ": ", config.num_parameters(), " parameters (",
-                                 options.dtype, "); ", train_set.num_tokens(), " training tokens, ",
-                                 train_batches.size(), " batches of ", options.batch_size, " x ", seq_len,
-                                 " per epoch; ", world->size(), " rank(s), ", ts::get_num_threads(), " thread(s) each",
-                                 device.is_cuda() ? ts::str("; ", device.str(), ", collectives on ", group->backend_name(),
-                                                                       options.mixed_precision == "bf16" ? ", bfloat16 compute" : "")
-                                                  : std::string()));
-
-  // ---- Train ----
-  Trainer trainer{model, optimizer, schedule, *world, device, options.grad_clip};
-  const int64_t tokens_per_step = options.batch_size * seq_len;
-  double last_loss = 0, last_val_loss = -1;
-  double timed_seconds = 0;  // of the steps after the first (which warms caches up)
-  int64_t timed_steps = 0;
-  uint64_t saved_at = state.step;
-  const auto started = std::chrono::steady_clock::now();
-  auto run_eval = [&] {
-    if (!val_batches) return;
-    EvalResult result = evaluate(trainer, *val_batches, options.eval_batches);
-    last_val_loss = result.loss;
-    report.eval(static_cast<int64_t>(state.step), result.loss, result.tokens);
-  };
-  while (static_cast<int64_t>(state.step) < options.steps) {
-    ts::data::Epoch batches = train_batches.epoch(state.epoch, state.batch);
-    for (const ts::data::Batch& batch : batches) {
-      if (static_cast<int64_t>(state.step) >= options.steps) break;
-      const double lr = optimizer.lr(0);
-      const auto step_started = std::chrono::steady_clock::now();
-      const StepResult result = train_step(trainer, batch, state.step, state.seed);  // the global loss: all steps done
-      const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_started).count();
-      const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
-      report.step({.step = static_cast<int64_t>(state.step), .loss = result.loss, .lr = lr, .step_ms = step_ms,
-                   .tokens_per_s = tokens_per_s, .grad_norm = result.grad_norm});
-      last_loss = result.loss;
-      if (state.step > 0) timed_seconds += step_ms / 1000.0, ++timed_steps;
-      ++state.step;
-      state.batch = batch.index + 1;
-      if (options.eval_interval > 0 && state.step % static_cast<uint64_t>(options.eval_interval) == 0 &&
-          static_cast<int64_t>(state.step) < options.steps) {
-        run_eval();
-      }
-      if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
-        save_checkpoint();
-        saved_at = state.step;
-      }
-    }
-    if (state.batch >= train_batches.size()) {
-      ++state.epoch;
-      state.batch = 0;
-    }
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-  // ---- Evaluate, sample, save ----
-  run_eval();
-  if (checkpoints && saved_at != state.step) save_checkpoint();
-  if (options.sample > 0) sample(model, options, tokenizer, device, report);
-  if (!options.save.empty()) save_weights(model, options.save, *world, report);
-  json::Object summary{{"steps", static_cast<int64_t>(state.step)}, {"seconds", seconds},
-                       {"tokens_per_s", timed_steps > 0 ? static_cast<double>(timed_steps * tokens_per_step) / timed_seconds : 0.0},
-                       {"parameters", config.num_parameters()}, {"world_size", world->size()}};
-  if (state.step > 0) summary.emplace_back("loss", last_loss);
-  if (last_val_loss >= 0) summary.emplace_back("val_loss", last_val_loss);
-  const std::vector<MemoryFigures> memory = every_ranks_figures(memory_figures(model, optimizer, device), *world);
-  for (int r = 0; r < world->size(); ++r) report.memory(r, memory[static_cast<size_t>(r)].json_fields());
-  summary.emplace_back("peak_bytes", memory[0].peak);
-  summary.emplace_back("state_bytes", memory[0].state());
-  if (const std::optional<int64_t> limit = ts::memory_limit(device)) summary.emplace_back("memory_limit", *limit);
-  report.summary(std::move(summary));
+  Training training(options, world, argc, argv);
+  if (options.resume) training.resume();
+  training.train();
+  training.finish();
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "example_test.h"
 
+using example_test::events;
 using test_support::program_from_env;
 using test_support::run_program;
 
@@ -33,16 +34,6 @@ struct Data {
 };
 
 const std::string kTiny = " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 4 --threads 1 --json";
-
-std::vector<json::Value> events(const std::string& out, const std::string& kind) {
-  std::vector<json::Value> found;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    json::Value event = json::parse(line);  // every line is JSON
-    if (event.at("event").as_string() == kind) found.push_back(event);
-  }
-  return found;
-}
 
 // The losses as printed: shortest round-trip text, so equal text is equal bits.
 std::vector<std::string> printed_losses(const std::string& out) {
@@ -202,6 +193,35 @@ TEST_CASE("--resume continues a run bit for bit; a different batch size is refus
   Run mismatched = run_example(common + " --resume --batch-size 8");
   CHECK(mismatched.status == 1);
   CHECK(contains(mismatched.err, "was saved with batch_size 4, this run has 8"));
+}
+
+TEST_CASE("another run's checkpoints are refused before training without --resume or --overwrite-checkpoints") {
+  Data data;
+  const std::string checkpoints = (data.dir / "ckpt").string();
+  const std::string common = "--data " + data.train + kTiny + " --steps 4 --checkpoint-dir " + checkpoints +
+                             " --checkpoint-every 2";
+  REQUIRE(run_example(common).status == 0);  // steps 2 and 4
+  Run again = run_example(common);
+  CHECK(again.status == 1);
+  CHECK(contains(again.err, "checkpoint folder '" + checkpoints + "' holds the checkpoints of another run (latest, "
+                            "step-00000004, step-00000002)"));
+  CHECK(events(again.out, "train").empty());  // refused before the first step
+  CHECK(ts::testing::read_file_bytes(checkpoints + "/latest") == "step-00000004\n");
+  Run overwritten = run_example(common + " --overwrite-checkpoints");
+  INFO(overwritten.err);
+  CHECK(overwritten.status == 0);
+  CHECK(events(overwritten.out, "checkpoint").size() == 2);
+
+  // A lost latest: --resume says so and continues from the newest complete checkpoint.
+  std::filesystem::remove(checkpoints + "/latest");
+  Run resumed = run_example(common + " --resume --steps 6");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(contains(resumed.out, "is missing (a crash right after a save?); resuming from the newest complete "
+                              "checkpoint, " + checkpoints + "/step-00000004"));
+  CHECK(events(resumed.out, "resume").at(0).at("step").as_int() == 4);
+  CHECK(events(resumed.out, "train").size() == 2);  // steps 4 and 5
+  CHECK(run_example("--data " + data.train + " --overwrite-checkpoints").status == 2);  // needs --checkpoint-dir
 }
 
 TEST_CASE("under mpirun -np 2 the float64 losses are the one-rank run's and the greedy sample is the same") {
