@@ -29,12 +29,12 @@ std::string error_of(const std::function<void()>& action) {
   return "";
 }
 
-// ||a - b|| / ||b||, the 2-norms over all elements computed in float64 (a zero reference
-// divides by 1e-300, not 0): the measure the parity tests (sharded against one rank, GPU
-// against CPU) bound.
+// ||a - b|| / ||b||, the 2-norms over all elements computed in float64 on the CPU (a zero
+// reference divides by 1e-300, not 0): the normwise relative error that the parity tests
+// (sharded against one rank, GPU against CPU, Tessera against PyTorch) bound.
 inline double relative_difference(const tessera::Tensor& a, const tessera::Tensor& b) {
-  const tessera::Tensor diff = a.to(tessera::DType::f64) - b.to(tessera::DType::f64);
-  const tessera::Tensor reference = b.to(tessera::DType::f64);
+  const tessera::Tensor reference = b.detach().to(tessera::DType::f64).cpu();
+  const tessera::Tensor diff = a.detach().to(tessera::DType::f64).cpu() - reference;
   const double norm = std::sqrt((reference * reference).sum().item<double>());
   return std::sqrt((diff * diff).sum().item<double>()) / std::max(norm, 1e-300);
 }

@@ -223,7 +223,7 @@ TEST_CASE("a model with batch norm (ResNet) round-trips through sharded and full
   ts::Generator gen(5);
   for (int step = 0; step < 2; ++step) {
     sgd.zero_grad();
-    ts::cross_entropy((*trained)(ts::randn({4, 3, 32, 32}, gen)), ts::randint(0, 3, {4}, gen)).backward();
+    ts::cross_entropy(trained(ts::randn({4, 3, 32, 32}, gen)), ts::randint(0, 3, {4}, gen)).backward();
     sgd.step();
   }
   const ts::StateDict expected = trained->state_dict();

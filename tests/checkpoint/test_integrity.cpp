@@ -86,6 +86,20 @@ void edit_metadata(const std::string& path, const std::function<void(json::Value
   write_file_bytes(path, ckpt::write_with_crc(content));
 }
 
+// expect(edit, words): `edit` made to f's metadata.json must make opening the checkpoint
+// fail with a FormatError naming the file, a byte offset and `words`; the file is then put
+// back as it was.
+auto metadata_edit_check(const Fixture& f) {
+  return [&f, original = read_file_bytes(f.metadata())](const std::function<void(json::Value&)>& edit,
+                                                        const std::string& words) {
+    edit_metadata(f.metadata(), edit);
+    Outcome outcome = outcome_of([&] { ckpt::ShardedCheckpoint reader(f.sharded); });
+    check_format_error(outcome, f.metadata());
+    CHECK_MESSAGE(contains(outcome.message, words), outcome.message);
+    write_file_bytes(f.metadata(), original);
+  };
+}
+
 json::Value& unit(json::Value& metadata, size_t index) {
   return metadata.as_object()[4].second.as_object()[0].second.as_array()[index];  // manifest.units[index]
 }
@@ -139,15 +153,7 @@ TEST_CASE("a bit flipped anywhere in a rank file, metadata.json or full file is 
 
 TEST_CASE("metadata with overlapping, oversized or missing ranges is refused with the byte offset") {
   Fixture f(2);
-  const std::string path = f.metadata();
-  const std::string original = read_file_bytes(path);
-  auto expect = [&](const std::function<void(json::Value&)>& edit, const std::string& words) {
-    write_file_bytes(path, original);
-    edit_metadata(path, edit);
-    Outcome outcome = outcome_of([&] { ckpt::ShardedCheckpoint reader(f.sharded); });
-    check_format_error(outcome, path);
-    CHECK_MESSAGE(contains(outcome.message, words), outcome.message);
-  };
+  auto expect = metadata_edit_check(f);
   auto parameter = [](json::Value& metadata, size_t u, size_t p) -> json::Value& {
     return unit(metadata, u).as_object()[4].second.as_array()[p];
   };
@@ -178,6 +184,8 @@ TEST_CASE("metadata with overlapping, oversized or missing ranges is refused wit
   expect([&](json::Value& m) { m.as_object()[5].second.as_array()[1].set("name", "../../etc/passwd"); }, "should be");
 
   // Invalid JSON, and a CRC that does not match.
+  const std::string path = f.metadata();
+  const std::string original = read_file_bytes(path);
   write_file_bytes(path, original.substr(0, 40) + "}" + original.substr(41));
   check_format_error(outcome_of([&] { ckpt::ShardedCheckpoint reader(f.sharded); }), path);
   std::string edited = original;
@@ -212,15 +220,7 @@ json::Value& member(json::Value& object, const std::string& key) {
 
 TEST_CASE("metadata whose optimizer groups or state do not fit the units is refused") {
   Fixture f;
-  const std::string path = f.metadata();
-  const std::string original = read_file_bytes(path);
-  auto expect = [&](const std::function<void(json::Value&)>& edit, const std::string& words) {
-    write_file_bytes(path, original);
-    edit_metadata(path, edit);
-    Outcome outcome = outcome_of([&] { ckpt::ShardedCheckpoint reader(f.sharded); });
-    check_format_error(outcome, path);
-    CHECK_MESSAGE(contains(outcome.message, words), outcome.message);
-  };
+  auto expect = metadata_edit_check(f);
   auto optimizer = [](json::Value& m) -> json::Value& { return member(member(m, "manifest"), "optimizer"); };
   auto params = [&](json::Value& m) -> json::Value& {
     return member(member(optimizer(m), "param_groups").as_array()[0], "params");
@@ -233,7 +233,6 @@ TEST_CASE("metadata whose optimizer groups or state do not fit the units is refu
   expect([&](json::Value& m) { state(m).set("param", "fc1.bias"); }, "state for 'fc1.bias', which is in no group");
   expect([&](json::Value& m) { member(state(m), "tensors").push_back("momentum_buffer"); },
          "state 'momentum_buffer' of '_flat_param' is not stored in unit '(root)'");
-  write_file_bytes(path, original);
   ckpt::load_sharded(f.sharded, f.target.model, f.target.with());  // intact again: it loads
 }
 

@@ -1,12 +1,14 @@
 // What the tests of the example programs share: the program under test, named by an
 // environment variable that meson test sets (GPT2_EXAMPLE, MNIST_EXAMPLE, ...), run with
-// arguments; the data helpers; and a checkpoint folder's "latest" pointed back at an earlier
+// arguments; the data helpers; the events of its --json output; and a checkpoint folder's "latest" pointed back at an earlier
 // step, as a run stopped there would have left it.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 #include <tessera/tessera.h>
 
 #include "../data/data_test_support.h"
@@ -25,6 +27,18 @@ namespace example_test {
 // The program `variable` names, run with `arguments` (a shell command line's rest).
 inline Run run_program_of(const char* variable, const std::string& arguments) {
   return test_support::run_program(test_support::program_from_env(variable) + " " + arguments);
+}
+
+// The JSON lines of a `--json` run's output (every line is one object) whose "event" is
+// `kind`, in order.
+inline std::vector<json::Value> events(const std::string& out, const std::string& kind) {
+  std::vector<json::Value> found;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    json::Value event = json::parse(line);
+    if (event.at("event").as_string() == kind) found.push_back(event);
+  }
+  return found;
 }
 
 // Makes `checkpoints`/latest name `step_folder` ("step-00000004").

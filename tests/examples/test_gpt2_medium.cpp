@@ -10,6 +10,7 @@
 
 #include "example_test.h"
 
+using example_test::events;
 using test_support::program_from_env;
 using test_support::run_program;
 
@@ -21,16 +22,6 @@ std::string medium_arguments(const std::string& data) {
   return " --data " + data +
          " --preset gpt2-medium --memory-limit 2.5GiB --batch-size 4 --seq-len 8 --steps 2"
          " --lr 3e-4 --warmup-steps 0 --lr-schedule constant --eval-interval 0 --threads 1 --json";
-}
-
-std::vector<json::Value> events(const std::string& out, const std::string& kind) {
-  std::vector<json::Value> found;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    json::Value event = json::parse(line);
-    if (event.at("event").as_string() == kind) found.push_back(event);
-  }
-  return found;
 }
 
 struct Tokens {

@@ -8,6 +8,7 @@
 
 #include "example_test.h"
 
+using example_test::events;
 using test_support::program_from_env;
 using test_support::run_program;
 
@@ -19,16 +20,6 @@ void make_folder(const std::filesystem::path& root, const std::string& arguments
   Run made = run_program(program_from_env("MAKE_IMAGE_FOLDER") + " " + root.string() + " " + arguments);
   INFO(made.err);
   REQUIRE(made.status == 0);
-}
-
-std::vector<json::Value> events(const std::string& out, const std::string& kind) {
-  std::vector<json::Value> found;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    json::Value event = json::parse(line);
-    if (event.at("event").as_string() == kind) found.push_back(event);
-  }
-  return found;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ using ts::DType;
 using ts::Tensor;
 using ts::dist::CollectiveKind;
 using test_support::contains;
+using test_support::relative_difference;
 
 namespace {
 
@@ -126,11 +127,6 @@ void step(ts::nn::Module& model, ts::optim::Optimizer& optimizer, const Batch& b
   ts::nll_loss(model(batch.images.narrow(0, rows.begin, rows.size())), batch.labels.narrow(0, rows.begin, rows.size()))
       .backward();
   optimizer.step();
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a - b;
-  return std::sqrt((diff * diff).sum().item<double>() / std::max((b * b).sum().item<double>(), 1e-300));
 }
 
 void check_same_weights(ts::nn::Module& sharded, ts::nn::Module& plain, double tolerance) {

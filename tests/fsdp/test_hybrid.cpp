@@ -14,6 +14,7 @@
 
 namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
+using test_support::relative_difference;
 using ts::DType;
 using ts::Tensor;
 
@@ -38,12 +39,6 @@ double train_step(ts::nn::Module& model, ts::optim::Optimizer& optimizer, const 
   loss.backward();
   optimizer.step();
   return loss.item<double>() * static_cast<double>(rows.size()) / kGlobalBatch;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  Tensor diff = a - b;
-  double den = std::sqrt((b * b).sum().item<double>());
-  return std::sqrt((diff * diff).sum().item<double>()) / std::max(den, 1e-300);
 }
 
 // The meshes to try at this world size: R x S with S = 1 (DDP-like) and, when even, 2 x W/2.

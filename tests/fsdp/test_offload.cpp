@@ -55,8 +55,8 @@ ts::data::RowRange my_rows() {
   return ts::data::DistributedSampler{world->rank(), world->size()}.rows_of(kGlobalBatch);
 }
 
-std::unique_ptr<Mlp> sharded_model(const fsdp::FullyShardOptions& options) {
-  auto model = std::make_unique<Mlp>();
+ts::nn::ModuleHolder<Mlp> sharded_model(const fsdp::FullyShardOptions& options) {
+  auto model = ts::nn::make_module<Mlp>();
   model->to(DType::f64);
   model->reset_parameters(kSeed);
   fsdp::fully_shard(*model, dist_test::world(), options);
@@ -78,7 +78,7 @@ Run train(const fsdp::FullyShardOptions& options) {
   for (int step = 0; step < kSteps; ++step) {
     ts::nn::BatchScope scope({.seed = kSeed, .step = static_cast<uint64_t>(step), .first_row = rows.begin});
     optimizer.zero_grad();
-    Tensor loss = ts::nll_loss((*model)(data.inputs[step].narrow(0, rows.begin, rows.size())),
+    Tensor loss = ts::nll_loss(model(data.inputs[step].narrow(0, rows.begin, rows.size())),
                                data.labels[step].narrow(0, rows.begin, rows.size()));
     loss.backward();
     fsdp::clip_grad_norm(*model, 0.5);
@@ -147,7 +147,7 @@ TEST_CASE("cpu offload: shards, gradients and optimizer state live in pinned mem
       ts::nn::BatchScope scope({.seed = kSeed, .step = static_cast<uint64_t>(step), .first_row = rows.begin});
       optimizer.zero_grad();
       record = step == 1;
-      Tensor loss = ts::nll_loss((*model)(data.inputs[step].narrow(0, rows.begin, rows.size())),
+      Tensor loss = ts::nll_loss(model(data.inputs[step].narrow(0, rows.begin, rows.size())),
                                  data.labels[step].narrow(0, rows.begin, rows.size()));
       loss.backward();
       optimizer.step();
@@ -183,7 +183,7 @@ TEST_CASE("cpu offload: a model whose training state does not fit under the devi
     for (int step = 0; step < 2; ++step) {
       ts::nn::BatchScope scope({.seed = kSeed, .step = static_cast<uint64_t>(step), .first_row = 0});
       optimizer.zero_grad();
-      ts::nll_loss((*model)(data.inputs[step]), data.labels[step]).backward();
+      ts::nll_loss(model(data.inputs[step]), data.labels[step]).backward();
       optimizer.step();
     }
   };

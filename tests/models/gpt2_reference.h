@@ -80,17 +80,11 @@ inline std::string tag(ts::DType dtype) { return dtype == ts::DType::f64 ? "f64"
 
 // The tiny model in `dtype` with the reference's initial weights, loaded the way a user's
 // HF file is.
-inline std::unique_ptr<ts::models::GPT2> reference_model(ts::DType dtype) {
-  auto model = std::make_unique<ts::models::GPT2>(reference().config);
+inline ts::nn::ModuleHolder<ts::models::GPT2> reference_model(ts::DType dtype) {
+  auto model = ts::nn::make_module<ts::models::GPT2>(reference().config);
   model->to(dtype);
   model->load_hf_state_dict(hub_weights());
   return model;
-}
-
-inline double normwise_error(const ts::Tensor& actual, const ts::Tensor& expected) {
-  ts::Tensor a = actual.detach().to(ts::DType::f64).cpu(), b = expected.to(ts::DType::f64);
-  const double diff = (a - b).pow(2.0).sum().item<double>(), norm = b.pow(2.0).sum().item<double>();
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-300);
 }
 
 inline double relative_error(double actual, double expected) {

@@ -18,10 +18,12 @@
 
 #include "resnet_recipe.h"
 #include "temp_dir.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace nn = tessera::nn;
 namespace json = tessera::io::json;
+using test_support::relative_difference;
 using ts::DType;
 using ts::Shape;
 using ts::Tensor;
@@ -49,12 +51,6 @@ const Reference& reference() {
 
 bool reporting() { return std::getenv("TESSERA_REPORT") != nullptr; }
 
-double normwise_error(const Tensor& actual, const Tensor& expected) {
-  Tensor a = actual.to(DType::f64), b = expected.to(DType::f64);
-  double diff = (a - b).pow(2.0).sum().item<double>(), norm = b.pow(2.0).sum().item<double>();
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-300);
-}
-
 // The allowed normwise relative error, per dtype. Measured (TESSERA_REPORT=1, x86-64,
 // torch 1.13), the largest over logits, loss, gradients and buffers:
 //   float64: train 4.9e-14, eval 2.6e-14 (summation order only: GEMM blocking, batch-norm
@@ -70,7 +66,7 @@ double tolerance(DType dtype) { return dtype == DType::f64 ? 1e-12 : 5e-5; }
 void expect_close(const Tensor& actual, const Tensor& expected, DType dtype, const std::string& what) {
   CAPTURE(what);
   REQUIRE(actual.sizes() == expected.sizes());
-  const double error = normwise_error(actual, expected);
+  const double error = relative_difference(actual, expected);
   if (reporting()) MESSAGE(what, ": normwise relative error ", error);
   CHECK(error <= tolerance(dtype));
 }

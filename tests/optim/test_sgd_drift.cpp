@@ -42,9 +42,11 @@
 #include <tessera/tessera.h>
 
 #include "../../examples/mnist_net.h"
+#include "test_support.h"
 
 namespace ts = tessera;
 namespace optim = tessera::optim;
+using test_support::relative_difference;
 using ts::DType;
 
 namespace {
@@ -86,8 +88,8 @@ ts::Tensor labels(int step, const ts::StateDict& data = golden()) {
   return data.at("labels").narrow(0, step * kBatch, kBatch);
 }
 
-std::unique_ptr<mnist::Net> make_model(const ts::StateDict& weights, DType dtype) {
-  auto model = std::make_unique<mnist::Net>();
+ts::nn::ModuleHolder<mnist::Net> make_model(const ts::StateDict& weights, DType dtype) {
+  auto model = ts::nn::make_module<mnist::Net>();
   ts::StateDict float32;  // (rounded, for a probe at float64 parameters)
   for (const auto& [name, value] : weights) float32.insert(name, value.to(DType::f32));
   model->load_state_dict(float32);
@@ -99,11 +101,6 @@ std::unique_ptr<mnist::Net> make_model(const ts::StateDict& weights, DType dtype
 double relative(double value, double reference) { return std::abs(value - reference) / std::abs(reference); }
 
 // ||a - b|| / ||b||, in float64.
-double normwise(const ts::Tensor& a, const ts::Tensor& b) {
-  ts::Tensor difference = a.to(DType::f64) - b;
-  return std::sqrt((difference * difference).sum().item<double>() / (b * b).sum().item<double>());
-}
-
 struct Runs {
   std::vector<double> losses_f64, losses_f32;                // free running
   std::vector<double> step_loss;                             // along the float64 trajectory
@@ -120,22 +117,22 @@ Runs train() {
   for (int step = 0; step < kSteps; ++step) {
     // The float32 loss and gradients at this step's float64 parameters.
     auto probe = make_model(model64->state_dict(), DType::f32);
-    ts::Tensor probe_loss = ts::nll_loss((*probe)(images(step, DType::f32)), labels(step));
+    ts::Tensor probe_loss = ts::nll_loss(probe(images(step, DType::f32)), labels(step));
     probe_loss.backward();
 
     optimizer64.zero_grad();
-    ts::Tensor loss64 = ts::nll_loss((*model64)(images(step, DType::f64)), labels(step));
+    ts::Tensor loss64 = ts::nll_loss(model64(images(step, DType::f64)), labels(step));
     loss64.backward();
     runs.losses_f64.push_back(loss64.item<double>());
     runs.step_loss.push_back(relative(probe_loss.item<double>(), loss64.item<double>()));
     const std::vector<ts::Tensor> grads32 = probe->parameters(), params64 = model64->parameters();
     for (size_t i = 0; i < params64.size(); ++i) {
-      runs.step_grads[i].second.push_back(normwise(grads32[i].grad(), params64[i].grad()));
+      runs.step_grads[i].second.push_back(relative_difference(grads32[i].grad(), params64[i].grad()));
     }
     optimizer64.step();
 
     optimizer32.zero_grad();
-    ts::Tensor loss32 = ts::nll_loss((*model32)(images(step, DType::f32)), labels(step));
+    ts::Tensor loss32 = ts::nll_loss(model32(images(step, DType::f32)), labels(step));
     loss32.backward();
     optimizer32.step();
     runs.losses_f32.push_back(loss32.item<double>());
@@ -151,7 +148,7 @@ std::vector<double> free_running(const ts::StateDict& weights, const ts::StateDi
   std::vector<double> losses;
   for (const int64_t batch : batches) {
     optimizer.zero_grad();
-    ts::Tensor loss = ts::nll_loss((*model)(images(static_cast<int>(batch), dtype, data)),
+    ts::Tensor loss = ts::nll_loss(model(images(static_cast<int>(batch), dtype, data)),
                                    labels(static_cast<int>(batch), data));
     loss.backward();
     optimizer.step();
@@ -388,12 +385,12 @@ TEST_CASE("float32 SGD on MNIST: why window 0 drifts (measurement)") {
     const Decisions d32 = decisions(*probe, images(step, DType::f32));
     const Decisions d64 = decisions(*model64, images(step, DType::f32).to(DType::f64));
     const int64_t pool_flips = pool_flips_between(d32.relu2, d64.relu2);
-    ts::nll_loss((*probe)(images(step, DType::f32)), labels(step)).backward();
+    ts::nll_loss(probe(images(step, DType::f32)), labels(step)).backward();
     optimizer64.zero_grad();
-    ts::nll_loss((*model64)(images(step, DType::f64)), labels(step)).backward();
+    ts::nll_loss(model64(images(step, DType::f64)), labels(step)).backward();
     double error = 0;
     const std::vector<ts::Tensor> grads32 = probe->parameters(), params64 = model64->parameters();
-    for (size_t i = 0; i < params64.size(); ++i) error = std::max(error, normwise(grads32[i].grad(), params64[i].grad()));
+    for (size_t i = 0; i < params64.size(); ++i) error = std::max(error, relative_difference(grads32[i].grad(), params64[i].grad()));
     optimizer64.step();
     char line[160];
     std::snprintf(line, sizeof line, "\n%4d %6lld %5lld %5lld %5lld  %.2e", step,
