@@ -255,6 +255,28 @@ TEST_CASE("misuse: sharding twice, and using a parameter outside its unit") {
   CHECK(not_sharded.find("not sharded") != std::string::npos);
 }
 
+TEST_CASE("process_group, replica_group and reshard: what code outside FSDP may ask of a sharded model") {
+  const auto& world = dist_test::world();
+  mnist::Net model;
+  for (auto call : std::vector<std::function<void()>>{[&] { fsdp::process_group(model); },
+                                                     [&] { fsdp::replica_group(model); },
+                                                     [&] { fsdp::reshard(model); }}) {
+    CHECK(dist_test::error_of(call).find("not sharded") != std::string::npos);
+  }
+  fsdp::fully_shard(model, world, {.strategy = fsdp::ShardingStrategy::shard_grad_op});
+  CHECK(&fsdp::process_group(model) == world.get());
+  CHECK(fsdp::replica_group(model) == nullptr);  // no mesh
+  // SHARD_GRAD_OP keeps every unit gathered from its forward to its backward; reshard() frees
+  // them all (one rank holds nothing gathered: its shards are the whole parameters).
+  Batch batch = make_batch(4, kGlobalBatch);
+  ts::data::RowRange rows = my_rows(kGlobalBatch);
+  Tensor output = model(batch.images.narrow(0, rows.begin, rows.size()));
+  const int64_t gathered = fsdp::memory_report(model).unsharded_parameter_bytes;
+  CHECK(gathered == (world->size() == 1 ? 0 : total_padded_bytes(model)));
+  fsdp::reshard(model);
+  CHECK(fsdp::memory_report(model).unsharded_parameter_bytes == 0);
+}
+
 TEST_CASE("summon_full_params and fsdp::apply give full parameters and write changes back") {
   const auto& world = dist_test::world();
   mnist::Net model;
