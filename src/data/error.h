@@ -4,8 +4,9 @@
 // One failure, one type: a data file that cannot be read is an input error whichever
 // reader met it, so DataError is an io::IOError (as io::FormatError is), and
 // `catch (const io::IOError&)` catches every failed read of a file, a dataset's or a
-// checkpoint's; data's writers (write_token_file, write_png, write_jpeg) fail with
-// io::IOError itself.
+// checkpoint's. data's writers (write_token_file, write_png, write_jpeg) fail with
+// io::IOError itself when the file cannot be written, and with DataError when the codec
+// (libpng, libjpeg) fails to encode: both caught as io::IOError.
 #pragma once
 
 #include "tessera/io/errors.h"
