@@ -27,6 +27,7 @@
 
 #include <tessera/tessera.h>
 
+#include "checkpoint_flags.h"
 #include "command_line.h"
 #include "distributed.h"
 #include "main.h"
@@ -75,11 +76,7 @@ struct Options {
   // Weights and checkpoints
   std::string init;
   std::string save;
-  std::string checkpoint_dir;
-  int64_t checkpoint_every = 0;
-  int64_t keep_checkpoints = 3;
-  bool resume = false;
-  bool overwrite_checkpoints = false;
+  example::CheckpointFlags checkpoints;  // every = 0: at the end only
   // Devices
   std::string device = "cpu";
   std::string dist_backend = "auto";
@@ -210,11 +207,7 @@ Options read_flags(example::CommandLine& args) {
     else if (flag == "--json") o.json = true;
     else if (flag == "--init") o.init = args.value();
     else if (flag == "--save") o.save = args.value();
-    else if (flag == "--checkpoint-dir") o.checkpoint_dir = args.value();
-    else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
-    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int64_t>();
-    else if (flag == "--resume") o.resume = true;
-    else if (flag == "--overwrite-checkpoints") o.overwrite_checkpoints = true;
+    else if (o.checkpoints.read(args)) continue;
     else if (flag == "--device") o.device = args.value();
     else if (flag == "--dist-backend") o.dist_backend = args.value();
     else if (flag == "--mixed-precision") o.mixed_precision = args.value();
@@ -257,10 +250,7 @@ Options parse_options(int argc, char** argv) {
   if (*o.min_lr > o.lr) args.error("--min-lr must not exceed --lr");
   if (o.warmup_steps > o.steps && o.lr_schedule == "cosine") o.warmup_steps = o.steps;
   if (o.dropout >= 1) args.error("--dropout must be below 1");
-  if (o.resume && o.checkpoint_dir.empty()) args.error("--resume needs --checkpoint-dir");
-  if (o.overwrite_checkpoints && (o.checkpoint_dir.empty() || o.resume)) {
-    args.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
-  }
+  o.checkpoints.check(args);
   if (o.device == "cpu" && o.mixed_precision != "off") {
     args.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
   }
@@ -587,15 +577,8 @@ class Training {
         optimizer(shard(model, options, group, device)),
         schedule(make_schedule(optimizer, options)),
         settings(run_settings(options, config, seq_len)),
+        checkpoints(options.checkpoints.open(*world)),
         state{.step = 0, .epoch = 0, .batch = 0, .seed = options.seed} {
-    if (!options.checkpoint_dir.empty()) {
-      checkpoints.emplace(options.checkpoint_dir,
-                          ts::checkpoint::CheckpointManagerOptions{.keep_last = static_cast<int>(options.keep_checkpoints),
-                                                                   .overwrite = options.overwrite_checkpoints});
-      // Before training: another job in the folder, or another run's checkpoints, fail now.
-      if (!options.resume) checkpoints->claim(*world);
-    }
-    saved_at = state.step;
     report.info(description());
   }
 
@@ -604,7 +587,7 @@ class Training {
   void resume() {
     auto restored = checkpoints->restore(model, stateful());
     if (!restored) {
-      report.info("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
+      report.info("no checkpoint in " + options.checkpoints.dir + " yet: starting from scratch");
       return;
     }
     const ts::checkpoint::ResumePoint& from = *checkpoints->resumed_from();
@@ -627,7 +610,7 @@ class Training {
         if (options.eval_interval > 0 && state.step % static_cast<uint64_t>(options.eval_interval) == 0 && !last) {
           evaluate();
         }
-        if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
+        if (checkpoints && options.checkpoints.due(state.step)) {
           save_checkpoint();
         }
       }
@@ -811,7 +794,7 @@ int run(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
   if (options.threads > 0) ts::set_num_threads(options.threads);
   Training training(options, world, argc, argv);
-  if (options.resume) training.resume();
+  if (options.checkpoints.resume) training.resume();
   training.train();
   training.finish();
   return 0;

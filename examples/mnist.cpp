@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "mnist_net.h"
+#include "checkpoint_flags.h"
 #include "command_line.h"
 #include "distributed.h"
 #include "finite_loss.h"
@@ -52,11 +53,7 @@ struct Options {
   int64_t log_interval = 10;
   bool dry_run = false;
   bool json = false;
-  std::string checkpoint_dir;
-  int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch
-  int keep_checkpoints = 3;  // 0 keeps all
-  bool resume = false;
-  bool overwrite_checkpoints = false;
+  example::CheckpointFlags checkpoints;  // every = 0: at the end of every epoch
   std::string device = "cpu";
   std::string dist_backend = "auto";
   std::string mixed_precision = "off";
@@ -130,21 +127,14 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--log-interval") o.log_interval = args.number<int64_t>();
     else if (flag == "--dry-run") o.dry_run = true;
     else if (flag == "--json") o.json = true;
-    else if (flag == "--checkpoint-dir") o.checkpoint_dir = args.value();
-    else if (flag == "--checkpoint-every") o.checkpoint_every = args.number<int64_t>();
-    else if (flag == "--keep-checkpoints") o.keep_checkpoints = args.number<int>();
-    else if (flag == "--resume") o.resume = true;
-    else if (flag == "--overwrite-checkpoints") o.overwrite_checkpoints = true;
+    else if (o.checkpoints.read(args)) continue;
     else if (flag == "--device") o.device = args.value();
     else if (flag == "--dist-backend") o.dist_backend = args.value();
     else if (flag == "--mixed-precision") o.mixed_precision = args.value();
     else if (flag == "--tf32") o.tf32 = true;
     else args.unknown();
   }
-  if (o.resume && o.checkpoint_dir.empty()) args.error("--resume needs --checkpoint-dir");
-  if (o.overwrite_checkpoints && (o.checkpoint_dir.empty() || o.resume)) {
-    args.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
-  }
+  o.checkpoints.check(args);
   if (o.batch_size < 1 || o.test_batch_size < 1) args.error("batch sizes must be positive");
   if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
     args.error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
@@ -256,13 +246,7 @@ struct Run {
     }
     optimizer = make_optimizer(options, model.parameters());
     scheduler.emplace(*optimizer, 1, options.gamma);
-    if (!options.checkpoint_dir.empty()) {
-      checkpoints.emplace(options.checkpoint_dir,
-                          ts::checkpoint::CheckpointManagerOptions{.keep_last = options.keep_checkpoints,
-                                                                   .overwrite = options.overwrite_checkpoints});
-      // Before training: another job in the folder, or another run's checkpoints, fail now.
-      if (!options.resume) checkpoints->claim(*world);
-    }
+    checkpoints = options.checkpoints.open(*world);
     saved_at = {state.step, state.epoch};
   }
 
@@ -290,7 +274,7 @@ struct Run {
       report.checkpoint("resume", from.path, state);
       if (state.seed != options.seed) report.line(ts::str("using the checkpoint's seed ", state.seed));
     } else {
-      report.line("no checkpoint in " + options.checkpoint_dir + " yet: starting from scratch");
+      report.line("no checkpoint in " + options.checkpoints.dir + " yet: starting from scratch");
     }
   }
 
@@ -334,7 +318,7 @@ struct Run {
         example::require_finite_loss(reported, where());
         report.train(state.epoch, batch.index, loader.size(), samples, loader.dataset_size(), reported);
       }
-      if (checkpoints && options.checkpoint_every > 0 && state.step % static_cast<uint64_t>(options.checkpoint_every) == 0) {
+      if (checkpoints && options.checkpoints.due(state.step)) {
         save_checkpoint();
       }
       if (options.dry_run) break;
@@ -390,7 +374,7 @@ int run(int argc, char** argv) {
   Options options = parse_options(argc, argv);
   if (options.threads > 0) ts::set_num_threads(options.threads);
   Run training(options, world);
-  if (options.resume) training.resume();
+  if (options.checkpoints.resume) training.resume();
   ts::data::DataLoader train_loader(training.train_set, {.batch_size = options.batch_size, .shuffle = true,
                                                          .seed = training.state.seed, .sampler = training.sampler});
   ts::data::DataLoader test_loader(training.test_set, {.batch_size = options.test_batch_size, .sampler = training.sampler});
@@ -421,7 +405,7 @@ int run(int argc, char** argv) {
     training.loss_sum = 0;
     training.local_loss_sum.zero_();
     training.samples = 0;
-    if (training.checkpoints && options.checkpoint_every == 0) training.save_checkpoint();
+    if (training.checkpoints && options.checkpoints.every == 0) training.save_checkpoint();
   }
   training.finish();
   return 0;
