@@ -13,7 +13,8 @@ using test_support::contains;
 namespace {
 
 GroupProgress idle(const std::string& group, uint64_t issued) {
-  return {.group = group, .issued = issued, .begun = issued, .running = false, .call = "", .running_seconds = 0};
+  return {.group = group, .issued = issued, .begun = issued, .running = false, .call = "", .running_seconds = 0,
+          .members = {}};
 }
 
 GroupProgress in(const std::string& group, uint64_t sequence, const std::string& what) {
@@ -22,7 +23,8 @@ GroupProgress in(const std::string& group, uint64_t sequence, const std::string&
           .begun = sequence + 1,
           .running = true,
           .call = tessera::detail::concat("#", sequence, " ", what),
-          .running_seconds = 1.5};
+          .running_seconds = 1.5,
+          .members = {}};
 }
 
 RankProgress rank(std::vector<GroupProgress> groups, bool waiting = true, uint64_t changes = 7) {

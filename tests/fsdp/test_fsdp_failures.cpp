@@ -61,7 +61,8 @@ class FaultyGroup final : public ts::dist::ProcessGroup {
       case CollectiveKind::all_reduce: work = inner_->all_reduce_async(call.output, call.reduce_op); break;
       case CollectiveKind::broadcast: work = inner_->broadcast_async(call.output, call.root); break;
       case CollectiveKind::barrier: work = inner_->barrier_async(); break;
-      case CollectiveKind::duplicate: throw ts::ValueError("FaultyGroup: no duplicates");
+      case CollectiveKind::duplicate:
+      case CollectiveKind::split: throw ts::ValueError("FaultyGroup: no new groups");
     }
     if (fail_next == call.kind && skip-- == 0) {
       fail_next.reset();
