@@ -217,7 +217,7 @@ struct ConvGeometry {
   int64_t positions() const { return out_h * out_w; }
 };
 
-inline ConvGeometry conv_geometry(const Shape& input, const Shape& weight, const Conv2dOptions& o) {
+inline ConvGeometry conv_geometry(const Shape& input, const Shape& weight, const Conv2dFuncOptions& o) {
   TS_CHECK(input.size() == 4, ShapeError, "conv2d: expected a 4-D input [N, C, H, W], got ", shape_str(input));
   TS_CHECK(weight.size() == 4, ShapeError, "conv2d: expected a 4-D weight [O, C, kh, kw], got ", shape_str(weight));
   TS_CHECK(input[1] == weight[1], ShapeError, "conv2d: input of shape ", shape_str(input), " has ", input[1],
@@ -256,7 +256,7 @@ struct PoolGeometry {
   int64_t planes, height, width, out_h, out_w;
 };
 
-inline PoolGeometry max_pool2d_geometry(const Tensor& input, const MaxPool2dOptions& o) {
+inline PoolGeometry max_pool2d_geometry(const Tensor& input, const MaxPool2dWindow& o) {
   TS_CHECK(input.dim() == 4, ShapeError, "max_pool2d: expected a 4-D input [N, C, H, W], got ",
            shape_str(input.sizes()));
   for (int i = 0; i < 2; ++i) {

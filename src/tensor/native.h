@@ -18,7 +18,7 @@ namespace tessera::native {
 
 // The ops' option types are public (op_options.h; GeluApproximate stays outside native:: so
 // that a call gelu(x, approximate) finds tessera::gelu only).
-using Conv2dOptions = Conv2dFuncOptions;
+using ::tessera::Conv2dFuncOptions;
 using ::tessera::DropoutKey;
 using ::tessera::Reduction;
 
@@ -95,23 +95,25 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // Convolution and pooling (NCHW).
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& options);
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
-                             const Conv2dOptions& options);
+                             const Conv2dFuncOptions& options);
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
-                              const Conv2dOptions& options);
+                              const Conv2dFuncOptions& options);
 // All three gradients (input, weight, bias) in one pass over grad_output; output_mask
 // says which are wanted (the others come back undefined), as torch's convolution_backward.
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask);
+                                                   const Conv2dFuncOptions& options, std::array<bool, 3> output_mask);
 
-struct MaxPool2dOptions {
+// The window max_pool2d slides: its size, stride and padding (nn::MaxPool2dOptions is the
+// layer's, without the size).
+struct MaxPool2dWindow {
   Size2 kernel = 2;
   Size2 stride = 2;
   Size2 padding = 0;
 };
 // Output and, for each output element, the flat index (h * W + w) of the chosen input.
-std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options);
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dWindow& options);
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape);
 
 // Adaptive average pooling (NCHW): output cell (i, j) averages input rows

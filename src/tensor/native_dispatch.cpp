@@ -45,22 +45,22 @@ std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim
 Tensor matmul(const Tensor& a, const Tensor& b) { TS_DISPATCH(a, matmul, a, b); }
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { TS_DISPATCH(x, linear, x, weight, bias); }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& options) {
   TS_DISPATCH(input, conv2d, input, weight, bias, options);
 }
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
-                             const Conv2dOptions& options) {
+                             const Conv2dFuncOptions& options) {
   TS_DISPATCH(grad_output, conv2d_backward_input, grad_output, weight, input_shape, options);
 }
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input, const Shape& weight_shape,
-                              const Conv2dOptions& options) {
+                              const Conv2dFuncOptions& options) {
   TS_DISPATCH(grad_output, conv2d_backward_weight, grad_output, input, weight_shape, options);
 }
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask) {
+                                                   const Conv2dFuncOptions& options, std::array<bool, 3> output_mask) {
   TS_DISPATCH(grad_output, conv2d_backward, grad_output, input, weight, options, output_mask);
 }
-std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dOptions& options) {
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input, const MaxPool2dWindow& options) {
   TS_DISPATCH(input, max_pool2d, input, options);
 }
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape) {

@@ -2,7 +2,9 @@
 // name, state dicts, conversion, hooks.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <sstream>
+#include <vector>
 #include <tessera/tessera.h>
 
 namespace ts = tessera;
@@ -225,4 +227,23 @@ TEST_CASE("printing looks like PyTorch's") {
         "  )\n"
         "  (head): Linear(in_features=3, out_features=2, bias=False)\n"
         ")");
+}
+
+TEST_CASE("ModuleHolder: called like the module, shared by copies and containers; an empty one is a ValueError") {
+  ts::manual_seed(4);
+  auto block = nn::make_module<Block>();
+  ts::Tensor x = ts::rand({2, 4});
+  CHECK(ts::equal(block(x), (*block)(x)));  // model(x), as libtorch's holders are called
+  CHECK(block->fc.weight.sizes() == Shape{3, 4});
+  auto copy = block;  // shares, as a shared_ptr
+  CHECK(copy.get() == block.get());
+  nn::Sequential sequence;
+  sequence.push_back(block);  // the Sequential shares it too
+  CHECK(ts::equal(sequence(x), block(x)));
+
+  nn::ModuleHolder<Block> empty;
+  CHECK_FALSE(empty);
+  for (auto use : std::vector<std::function<void()>>{[&] { empty(x); }, [&] { (void)empty->fc; }, [&] { (void)*empty; }}) {
+    CHECK_THROWS_WITH_AS(use(), "ModuleHolder: the holder is empty (no module was given)", ts::ValueError);
+  }
 }

@@ -17,7 +17,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
 }
 
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride, Size2 padding) {
-  native::MaxPool2dOptions options{kernel_size, stride.value_or(kernel_size), padding};
+  native::MaxPool2dWindow options{kernel_size, stride.value_or(kernel_size), padding};
   auto [out, indices] = native::max_pool2d(input, options);
   if (needs_grad({input})) {
     record("MaxPool2dBackward", {input}, {out}, [indices = saved(indices), shape = input.sizes()](const TensorList& g) {

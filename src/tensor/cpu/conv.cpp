@@ -71,7 +71,7 @@ void col2im(const T* col, const ConvGeometry& g, T* image) {
 }
 
 // The shifted-row kernels apply (float32, stride 1, no padding, no dilation) and may run.
-bool use_shifted(DType dtype, const Conv2dOptions& o) {
+bool use_shifted(DType dtype, const Conv2dFuncOptions& o) {
   return dtype == DType::f32 && o.stride == Size2(1) && o.padding == Size2(0) && o.dilation == Size2(1) &&
          use_avx512();
 }
@@ -82,7 +82,7 @@ shifted::Geometry shifted_geometry(const ConvGeometry& g) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dOptions& options) {
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dFuncOptions& options) {
   check_conv_operands(input_in, weight_in, "conv2d");
   check_cpu(input_in, "conv2d");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
@@ -125,7 +125,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
 }
 
 Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_in, const Shape& input_shape,
-                             const Conv2dOptions& options) {
+                             const Conv2dFuncOptions& options) {
   check_conv_operands(grad_output_in, weight_in, "conv2d_backward_input");
   check_cpu(grad_output_in, "conv2d_backward_input");
   ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
@@ -159,7 +159,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_in, const Shape& weight_shape,
-                              const Conv2dOptions& options) {
+                              const Conv2dFuncOptions& options) {
   check_conv_operands(grad_output_in, input_in, "conv2d_backward_weight");
   check_cpu(grad_output_in, "conv2d_backward_weight");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
@@ -204,7 +204,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
 }
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output_in, const Tensor& input_in,
-                                                   const Tensor& weight_in, const Conv2dOptions& options,
+                                                   const Tensor& weight_in, const Conv2dFuncOptions& options,
                                                    std::array<bool, 3> output_mask) {
   check_conv_operands(grad_output_in, input_in, "conv2d_backward");
   check_conv_operands(input_in, weight_in, "conv2d_backward");

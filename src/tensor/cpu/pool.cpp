@@ -19,13 +19,13 @@ using namespace native;
 
 namespace {
 
-bool is_pool2x2(const MaxPool2dOptions& o) {
+bool is_pool2x2(const MaxPool2dWindow& o) {
   return o.kernel == Size2(2) && o.stride == Size2(2) && o.padding == Size2(0);
 }
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOptions& o) {
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dWindow& o) {
   check_defined(input_in, "max_pool2d");
   check_cpu(input_in, "max_pool2d");
   const PoolGeometry g = max_pool2d_geometry(input_in, o);

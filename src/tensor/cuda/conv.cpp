@@ -315,7 +315,7 @@ void check_sizes(const ConvGeometry& g, const char* op) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Conv2dOptions& options) {
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Conv2dFuncOptions& options) {
   check_conv_operands(input_in, weight_in, "conv2d");
   check_cuda(input_in, "conv2d");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
@@ -340,7 +340,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
 }
 
 Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_in, const Shape& input_shape,
-                             const Conv2dOptions& options) {
+                             const Conv2dFuncOptions& options) {
   check_conv_operands(grad_output_in, weight_in, "conv2d_backward_input");
   check_cuda(grad_output_in, "conv2d_backward_input");
   ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
@@ -364,7 +364,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_in, const Shape& weight_shape,
-                              const Conv2dOptions& options) {
+                              const Conv2dFuncOptions& options) {
   check_conv_operands(grad_output_in, input_in, "conv2d_backward_weight");
   check_cuda(grad_output_in, "conv2d_backward_weight");
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
@@ -399,11 +399,11 @@ namespace {
 }
 }  // namespace
 
-Tensor conv2d(const Tensor&, const Tensor&, const Tensor&, const Conv2dOptions&) { needs_cudnn("conv2d"); }
-Tensor conv2d_backward_input(const Tensor&, const Tensor&, const Shape&, const Conv2dOptions&) {
+Tensor conv2d(const Tensor&, const Tensor&, const Tensor&, const Conv2dFuncOptions&) { needs_cudnn("conv2d"); }
+Tensor conv2d_backward_input(const Tensor&, const Tensor&, const Shape&, const Conv2dFuncOptions&) {
   needs_cudnn("conv2d_backward_input");
 }
-Tensor conv2d_backward_weight(const Tensor&, const Tensor&, const Shape&, const Conv2dOptions&) {
+Tensor conv2d_backward_weight(const Tensor&, const Tensor&, const Shape&, const Conv2dFuncOptions&) {
   needs_cudnn("conv2d_backward_weight");
 }
 
@@ -416,7 +416,7 @@ namespace tessera::cuda {
 using namespace native;
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                                   const Conv2dOptions& options, std::array<bool, 3> output_mask) {
+                                                   const Conv2dFuncOptions& options, std::array<bool, 3> output_mask) {
   check_conv_operands(grad_output, input, "conv2d_backward");
   check_conv_operands(input, weight, "conv2d_backward");
   check_cuda(grad_output, "conv2d_backward");

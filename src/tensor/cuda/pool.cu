@@ -74,7 +74,7 @@ __global__ void max_pool2d_backward_kernel(const T* grad_output, const int64_t* 
 
 }  // namespace
 
-std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dOptions& o) {
+std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dWindow& o) {
   check_defined(input_in, "max_pool2d");
   check_cuda(input_in, "max_pool2d");
   const PoolGeometry g = max_pool2d_geometry(input_in, o);
