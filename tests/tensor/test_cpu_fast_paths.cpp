@@ -82,7 +82,7 @@ TEST_CASE("float32 convolution (shifted rows) matches the float64 im2col path") 
   }
 }
 
-TEST_CASE("float32 2 x 2 max pooling matches the general path, NaNs and ties included") {
+TEST_CASE("float32 2 x 2 max pooling (AVX-512 or portable kernel) matches the general path, NaNs and ties included") {
   for (const Shape& shape : {Shape{2, 3, 24, 24}, Shape{1, 2, 7, 9}, Shape{2, 1, 5, 40}, Shape{1, 1, 2, 2}}) {
     CAPTURE(ts::shape_str(shape));
     Tensor x = uniform(shape, 11);
@@ -92,6 +92,16 @@ TEST_CASE("float32 2 x 2 max pooling matches the general path, NaNs and ties inc
     if (values.size() > 8) {
       values[5] = std::numeric_limits<float>::quiet_NaN();
       values[2] = -std::numeric_limits<float>::infinity();
+    }
+    const int64_t width = shape[3];
+    if (shape[2] >= 4 && width >= 8) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      values[width + 7] = nan;  // window (0, 3): NaN last, after a greater value...
+      values[6] = 2.0f;
+      values[2 * width + 1] = -nan;  // window (1, 0): two NaNs (the first wins), one negative
+      values[3 * width] = nan;
+      values[2 * width + 2] = values[3 * width + 3] = 0.25f;  // window (1, 1): a tie on the diagonal
+      values[2 * width + 3] = values[3 * width + 2] = -1.0f;
     }
     x = ts::tensor<float>(values, shape);
     auto [y, indices] = native::max_pool2d(x, {});

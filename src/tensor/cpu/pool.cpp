@@ -3,7 +3,9 @@
 // wins (NaN propagates, as in PyTorch).
 //
 // float32 2 x 2 windows with stride 2 (the MNIST network's, and the usual downsampling)
-// have AVX-512 kernels (pool_avx512.cpp, chosen at run time: isa.h).
+// have AVX-512 kernels (pool_avx512.cpp, chosen at run time: isa.h) and, for other CPUs, a
+// forward written without branches, which the compiler vectorises (5.8x the general loop
+// at the x86-64-v3 baseline, measured on a Zen 3 EPYC: MNIST's conv2 output).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,6 +13,7 @@
 #include "tessera/tensor/cpu/avx512_kernels.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/cpu/loops.h"
+#include "tessera/tensor/cpu/vector_math.h"
 #include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
@@ -23,6 +26,31 @@ bool is_pool2x2(const MaxPool2dWindow& o) {
   return o.kernel == Size2(2) && o.stride == Size2(2) && o.padding == Size2(0);
 }
 
+// One plane of float32 2 x 2 / stride 2 pooling by the rules above (each window read in
+// order, a value taking the place of the best so far when greater or the first NaN), with
+// masks instead of branches (vector_math::select), so the same bits as the general loop.
+void pool2x2_plane(const float* x, int64_t width, int64_t out_h, int64_t out_w, float* y, int64_t* indices) {
+  const int64_t offsets[3] = {1, width, width + 1};  // of the window's later three values
+  for (int64_t oy = 0; oy < out_h; ++oy) {
+    const float* top = x + 2 * oy * width;
+    const float* bottom = top + width;
+    const int64_t row_start = 2 * oy * width;
+    for (int64_t ox = 0; ox < out_w; ++ox) {
+      const float later[3] = {top[2 * ox + 1], bottom[2 * ox], bottom[2 * ox + 1]};
+      float best = top[2 * ox];
+      int64_t offset = 0;
+      for (int k = 0; k < 3; ++k) {
+        const float v = later[k];
+        const bool takes = (v > best) | ((v != v) & (best == best));
+        best = vector_math::select(takes, v, best);
+        offset = takes ? offsets[k] : offset;
+      }
+      y[oy * out_w + ox] = best;
+      indices[oy * out_w + ox] = row_start + 2 * ox + offset;
+    }
+  }
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dWindow& o) {
@@ -33,20 +61,30 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dWin
   const int64_t planes = g.planes, height = g.height, width = g.width, out_h = g.out_h, out_w = g.out_w;
   Tensor out = empty({input.size(0), input.size(1), out_h, out_w}, input.dtype(), input.device());
   Tensor indices = empty(out.sizes(), DType::i64, input.device());
-  // (The kernels compute indices in 32 bits.)
+  if (is_pool2x2(o) && input.dtype() == DType::f32) {
+    // (The AVX-512 kernel computes indices in 32 bits.)
+    [[maybe_unused]] bool avx512_kernel = false;
 #if TESSERA_X86_KERNELS
-  if (is_pool2x2(o) && input.dtype() == DType::f32 && height * width < (int64_t{1} << 31) && use_avx512()) {
+    avx512_kernel = height * width < (int64_t{1} << 31) && use_avx512();
+#endif
     const float* x = static_cast<const float*>(input.data_ptr());
     float* y = out.data_ptr<float>();
     int64_t* idx = indices.data_ptr<int64_t>();
 #pragma omp parallel for schedule(static) if (planes * height * width > cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
-      avx512::pool2x2_plane(x + p * height * width, width, out_h, out_w, y + p * out_h * out_w,
-                            idx + p * out_h * out_w);
+      const float* plane = x + p * height * width;
+      float* plane_out = y + p * out_h * out_w;
+      int64_t* plane_indices = idx + p * out_h * out_w;
+#if TESSERA_X86_KERNELS
+      if (avx512_kernel) {
+        avx512::pool2x2_plane(plane, width, out_h, out_w, plane_out, plane_indices);
+        continue;
+      }
+#endif
+      pool2x2_plane(plane, width, out_h, out_w, plane_out, plane_indices);
     }
     return {out, indices};
   }
-#endif
   dispatch_floating(input.dtype(), "max_pool2d", [&]<class T>() {
     const T* x = static_cast<const T*>(input.data_ptr());
     T* y = out.data_ptr<T>();
