@@ -20,7 +20,7 @@
 namespace tessera {
 
 // Ordered: each level may also run the kernels of the levels below it. (A new level also
-// needs its name in cpu_capability.cpp's table, which a static_assert checks.)
+// needs its row, in this order, in cpu_capability.cpp's table of names.)
 enum class CpuCapability {
   baseline,  // "default": the portable kernels, compiled for the build's baseline
   avx2,      // "avx2": AVX2 + FMA (the x86-64-v3 baseline's own level: the portable kernels)

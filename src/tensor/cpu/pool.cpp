@@ -62,26 +62,17 @@ std::tuple<Tensor, Tensor> max_pool2d(const Tensor& input_in, const MaxPool2dWin
   Tensor out = empty({input.size(0), input.size(1), out_h, out_w}, input.dtype(), input.device());
   Tensor indices = empty(out.sizes(), DType::i64, input.device());
   if (is_pool2x2(o) && input.dtype() == DType::f32) {
-    // (The AVX-512 kernel computes indices in 32 bits.)
-    [[maybe_unused]] bool avx512_kernel = false;
+    auto* plane_kernel = &pool2x2_plane;
 #if TESSERA_X86_KERNELS
-    avx512_kernel = height * width < (int64_t{1} << 31) && use_avx512();
+    // (The AVX-512 kernel computes indices in 32 bits.)
+    if (height * width < (int64_t{1} << 31) && use_avx512()) plane_kernel = &avx512::pool2x2_plane;
 #endif
     const float* x = static_cast<const float*>(input.data_ptr());
     float* y = out.data_ptr<float>();
     int64_t* idx = indices.data_ptr<int64_t>();
 #pragma omp parallel for schedule(static) if (planes * height * width > cpu::kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
-      const float* plane = x + p * height * width;
-      float* plane_out = y + p * out_h * out_w;
-      int64_t* plane_indices = idx + p * out_h * out_w;
-#if TESSERA_X86_KERNELS
-      if (avx512_kernel) {
-        avx512::pool2x2_plane(plane, width, out_h, out_w, plane_out, plane_indices);
-        continue;
-      }
-#endif
-      pool2x2_plane(plane, width, out_h, out_w, plane_out, plane_indices);
+      plane_kernel(x + p * height * width, width, out_h, out_w, y + p * out_h * out_w, idx + p * out_h * out_w);
     }
     return {out, indices};
   }
