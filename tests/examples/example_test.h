@@ -1,7 +1,7 @@
 // What the tests of the example programs share: the program under test, named by an
 // environment variable that meson test sets (GPT2_EXAMPLE, MNIST_EXAMPLE, ...), run with
-// arguments; the data helpers; the events of its --json output; and a checkpoint folder's "latest" pointed back at an earlier
-// step, as a run stopped there would have left it.
+// arguments; the data helpers; the events of its --json output; and a checkpoint folder's
+// "latest" pointed back at an earlier step, as a run stopped there would have left it.
 #pragma once
 
 #include <doctest/doctest.h>
