@@ -574,7 +574,7 @@ class Training {
         train_batches(train_loader(train_set, options, *world)),
         val_batches(validation_loader(val_set, options, *world)),
         model(config),
-        optimizer(shard(model, options, group, device)),
+        optimizer(set_up_model_and_optimizer(model, options, group, device)),
         schedule(make_schedule(optimizer, options)),
         settings(run_settings(options, config, seq_len)),
         checkpoints(options.checkpoints.open(*world)),
@@ -635,8 +635,11 @@ class Training {
  private:
   ts::data::TokenDatasetOptions windows() const { return {.seq_len = seq_len, .vocab_size = config.vocab_size}; }
 
-  static ts::optim::AdamW shard(models::GPT2& model, const Options& o,
-                                const std::shared_ptr<ts::dist::ProcessGroup>& group, ts::Device device) {
+  // Initialises the model (and converts it to --dtype), shards it, loads --init, then makes
+  // the optimizer, which must be given the sharded model's parameters.
+  static ts::optim::AdamW set_up_model_and_optimizer(models::GPT2& model, const Options& o,
+                                                     const std::shared_ptr<ts::dist::ProcessGroup>& group,
+                                                     ts::Device device) {
     model.reset_parameters(o.seed);
     if (o.dtype == "float64") model.to(ts::DType::f64);
     ts::fsdp::FullyShardOptions sharding{.wrap_policy = ts::fsdp::WrapPolicy::module_type({models::kBlockTypeName}),
