@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "tessera/data/transforms.h"
+#include "tessera/io/atomic_file.h"
 #include "tessera/tensor/factory.h"
 
 namespace tessera::data {
@@ -47,11 +48,11 @@ Image read_image(const std::filesystem::path& file) {
 
 namespace {
 
+// Through the shared writer: atomic for a regular file, straight through to a device or FIFO.
 void write_bytes(const std::filesystem::path& file, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  TS_CHECK(out.good(), io::IOError, "cannot write image '", file.string(), "'");
+  io::AtomicFile out(file.string());
+  out.write(bytes.data(), bytes.size());
+  out.commit();
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ Image decode_jpeg(std::span<const uint8_t> bytes, const std::string& name);
 Image read_image(const std::filesystem::path& file);
 
 // Writes a grey or RGB image as an 8-bit PNG, or as a baseline JPEG of `quality` (1..100),
-// replacing `file`. io::IOError naming the file on failure.
+// replacing `file` atomically (io::AtomicFile: a device or FIFO is written through, a
+// directory refused). io::IOError naming the file on failure.
 void write_png(const std::filesystem::path& file, const Image& image);
 void write_jpeg(const std::filesystem::path& file, const Image& image, int quality = 90);
 std::vector<uint8_t> encode_png(const Image& image);
