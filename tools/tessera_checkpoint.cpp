@@ -41,10 +41,10 @@ commands:
                                      a full file, or from a sharded checkpoint: resharding)
                                      into OUT_DIR: a new or empty folder, or one to-sharded
                                      wrote before; anything else is refused
+  --help                             show this help
 
 OUT may not be PATH, lie inside it or contain it. OUT.safetensors may be a regular file
 (replaced atomically), a new file, a character device or a FIFO (written through).
-  --help                             show this help
 
 Exit status: 0 on success, 1 when the checkpoint is unreadable or corrupt (the message names
 the file and byte offset), 2 on a usage error.

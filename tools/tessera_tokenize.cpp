@@ -43,8 +43,8 @@ punctuation without a space).
 
 Text is read as bytes: UTF-8 is encoded as GPT-2 encodes it, and any byte that is not UTF-8
 becomes a byte token of its own, so decoding gives the file back exactly.
-Prints the number of tokens written, the time and the peak memory. Exit status: 0 on success, 1 when a file cannot be read
-or written (the message names it), 2 on a usage error.
+Prints the number of tokens written, the time and the peak memory. Exit status: 0 on
+success, 1 when a file cannot be read or written (the message names it), 2 on a usage error.
 )";
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -121,10 +121,11 @@ std::vector<uint16_t> tokenize_file(const ts::text::GPT2Tokenizer& tokenizer, co
     }  // the text is freed before the tokens are copied
     return std::vector<uint16_t>(tokens.begin(), tokens.end());
   } catch (const std::bad_alloc&) {
-    throw ts::Error(ts::detail::concat(
-        "'", path, "': out of memory while ", bytes == 0 ? "reading it" : "encoding its " + std::to_string(bytes) + " bytes",
-        " (encoding takes about 4 bytes of memory per byte of text, plus up to 16 per byte of its longest piece: a "
-        "run of letters, digits or punctuation with no space)"));
+    const std::string doing = bytes == 0 ? "reading it" : "encoding its " + std::to_string(bytes) + " bytes";
+    throw ts::Error(ts::detail::concat("'", path, "': out of memory while ", doing,
+                                       " (encoding takes about 4 bytes of memory per byte of text, plus up to 16 "
+                                       "per byte of its longest piece: a run of letters, digits or punctuation "
+                                       "with no space)"));
   }
 }
 

@@ -58,8 +58,10 @@ bool written_by_write_sharded(const std::string& name) {
 
 void check_output_apart(const std::string& output, const std::string& input) {
   const fs::path out = resolved(output), in = resolved(input);
-  const std::string named = tessera::detail::concat("'", output, "'", out.string() == output ? "" : " (" + out.string() + ")");
-  TS_CHECK(out != in, ValueError, "the output ", named, " is the input '", input, "': writing it would replace the input");
+  const std::string named =
+      tessera::detail::concat("'", output, "'", out.string() == output ? "" : " (" + out.string() + ")");
+  TS_CHECK(out != in, ValueError, "the output ", named, " is the input '", input,
+           "': writing it would replace the input");
   TS_CHECK(!is_within(out, in), ValueError, "the output ", named, " lies inside the input '", input,
            "': write it somewhere else");
   TS_CHECK(!is_within(in, out), ValueError, "the output ", named, " contains the input '", input,

@@ -76,7 +76,8 @@ std::string read_tokenizer_file(const std::filesystem::path& file) {
   } catch (const io::FormatError&) {
     throw;
   } catch (const io::IOError& error) {
-    throw io::IOError(detail::concat("GPT-2 tokenizer: ", error.what(), " (scripts/get-gpt2-tokenizer fetches the files)"));
+    throw io::IOError(
+        detail::concat("GPT-2 tokenizer: ", error.what(), " (scripts/get-gpt2-tokenizer fetches the files)"));
   }
 }
 
@@ -233,7 +234,9 @@ void GPT2Tokenizer::Vocabulary::read_vocab_bpe(std::string_view text, const std:
     if (auto earlier = merges.find(ids[0], ids[1])) {
       fail("the rule \"", left, " ", right, "\" was already given, at rank ", earlier->rank);
     }
-    if (merged->second == eot) fail("\"", left, "\" + \"", right, "\" makes ", kEndOfText, ", which no merge rule may make");
+    if (merged->second == eot) {
+      fail("\"", left, "\" + \"", right, "\" makes ", kEndOfText, ", which no merge rule may make");
+    }
     if (int64_t& made = made_at_line[merged->second]; made != 0) {
       fail("\"", left, "\" + \"", right, "\" makes \"", left, right, "\", which the rule on line ", made,
            " already makes: each rule makes a token of its own");
@@ -245,7 +248,9 @@ void GPT2Tokenizer::Vocabulary::read_vocab_bpe(std::string_view text, const std:
   if (merges.size() != expected_merges) {
     const std::string need = detail::concat(encoder_source, " has ", token_bytes.size(), " tokens, which need ",
                                             expected_merges, " (256 bytes, one token per rule, ", kEndOfText, ")");
-    if (text.empty()) throw io::FormatError(detail::concat("GPT-2 merges '", source, "': byte offset 0: the file is empty; ", need));
+    if (text.empty()) {
+      throw io::FormatError(detail::concat("GPT-2 merges '", source, "': byte offset 0: the file is empty; ", need));
+    }
     throw io::FormatError(detail::concat("GPT-2 merges '", source, "': at byte offset ", text.size(),
                                          " (the end of the file, after line ", line_number, "): ", merges.size(),
                                          " merge rules, but ", need, ": is the file truncated?"));
