@@ -122,10 +122,9 @@ std::vector<uint16_t> tokenize_file(const ts::text::GPT2Tokenizer& tokenizer, co
     return std::vector<uint16_t>(tokens.begin(), tokens.end());
   } catch (const std::bad_alloc&) {
     const std::string doing = bytes == 0 ? "reading it" : "encoding its " + std::to_string(bytes) + " bytes";
-    throw ts::Error(ts::detail::concat("'", path, "': out of memory while ", doing,
-                                       " (encoding takes about 4 bytes of memory per byte of text, plus up to 16 "
-                                       "per byte of its longest piece: a run of letters, digits or punctuation "
-                                       "with no space)"));
+    throw ts::Error("'" + path + "': out of memory while " + doing +
+                    " (encoding takes about 4 bytes of memory per byte of text, plus up to 16 per byte of its "
+                    "longest piece: a run of letters, digits or punctuation with no space)");
   }
 }
 
