@@ -1,10 +1,7 @@
 // Where a conversion may write (see output_folder.h).
 #include "tessera/checkpoint/output_folder.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,17 +32,6 @@ fs::path resolved(const std::string& path) {
 
 bool is_within(const fs::path& inner, const fs::path& outer) {
   return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
-}
-
-// Who holds `lock_file`, or "" when nobody does (read without taking it or changing it).
-std::string lock_holder(const std::string& lock_file) {
-  io::FileDescriptor fd(::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid() || ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return "";
-  std::string holder(512, '\0');
-  const int64_t got = io::pread_full(fd.get(), holder.data(), holder.size(), 0);
-  holder.resize(got > 0 ? static_cast<size_t>(got) : 0);
-  while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
-  return holder.empty() ? "holder unknown" : holder;
 }
 
 // What write_sharded writes into a folder: its marker, metadata.json and rank files.
@@ -101,7 +87,7 @@ OutputFolderClaim::OutputFolderClaim(const std::string& directory) : path_(resol
       std::string why = others.empty() ? "a sharded checkpoint that tessera-checkpoint did not write (no " +
                                              std::string(kConvertedMarker) + ")"
                                        : "files tessera-checkpoint did not write: " + listed;
-      if (std::string holder = lock_holder(path_ + "/.lock"); !holder.empty()) {
+      if (std::string holder = current_lock_holder(path_ + "/.lock"); !holder.empty()) {
         why += " (it is the checkpoint folder of a running job: " + holder + ")";
       }
       throw CheckpointError(tessera::detail::concat("the folder '", directory, "' holds ", why,
