@@ -58,6 +58,22 @@ std::vector<std::string> printed_losses(const std::string& out) {
   return losses;
 }
 
+// An 8-step run (dropout on) that saves checkpoints at steps 4 and 8, and its losses.
+struct CheckpointedRun {
+  Data data;
+  std::string checkpoints = (data.dir / "ckpt").string();
+  std::string common = "--data " + data.train + kTiny + " --steps 8 --lr 0.01 --warmup-steps 2 --dropout 0.1" +
+                       " --checkpoint-dir " + checkpoints + " --checkpoint-every 4";
+  Run full = run_example(common);
+  std::vector<std::string> losses = printed_losses(full.out);
+
+  CheckpointedRun() {
+    INFO(full.err);
+    REQUIRE(full.status == 0);
+    REQUIRE(losses.size() == 8);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("--help lists the issue's flags; bad values are usage errors") {
@@ -185,15 +201,8 @@ TEST_CASE("bad files end the run with a message naming them") {
 }
 
 TEST_CASE("--resume continues a run bit for bit; a different batch size is refused") {
-  Data data;
-  const std::string checkpoints = (data.dir / "ckpt").string();
-  const std::string common = "--data " + data.train + kTiny + " --steps 8 --lr 0.01 --warmup-steps 2 --dropout 0.1" +
-                             " --checkpoint-dir " + checkpoints + " --checkpoint-every 4";
-  Run full = run_example(common);
-  INFO(full.err);
-  REQUIRE(full.status == 0);
-  const std::vector<std::string> losses = printed_losses(full.out);
-  REQUIRE(losses.size() == 8);
+  const CheckpointedRun run;
+  const auto& [data, checkpoints, common, full, losses] = run;
   CHECK(events(full.out, "checkpoint").size() == 2);  // steps 4 and 8
 
   // Stopped after step 4: point latest there and resume.
@@ -497,74 +506,63 @@ TEST_CASE("unclear values are refused before training: --grad-clip, --memory-lim
 }
 
 TEST_CASE("--resume keeps the checkpoint's seed and schedule, saying so, and refuses another data file") {
-  Data data;
-  const std::string checkpoints = (data.dir / "ckpt").string();
-  const std::string common = "--data " + data.train + kTiny + " --steps 8 --lr 0.01 --warmup-steps 2 --dropout 0.1" +
-                             " --checkpoint-dir " + checkpoints + " --checkpoint-every 4";
-  Run full = run_example(common);
-  INFO(full.err);
-  REQUIRE(full.status == 0);
-  const std::vector<std::string> losses = printed_losses(full.out);
-  REQUIRE(losses.size() == 8);
+  const CheckpointedRun run;
+  const auto& [data, checkpoints, common, full, losses] = run;
   const std::vector<std::string> after_4(losses.begin() + 4, losses.end());
-  example_test::point_latest_at(checkpoints, "step-00000004");
+  // Each resumes from step 4's checkpoint (a resumed run's saves move latest on).
+  auto resume_at_step_4 = [&run](const std::string& flags) {
+    example_test::point_latest_at(run.checkpoints, "step-00000004");
+    Run resumed = run_example(run.common + " --resume" + flags);
+    INFO(resumed.err);
+    REQUIRE(resumed.status == 0);
+    return resumed;
+  };
 
-  Run seed = run_example(common + " --resume --seed 7");
-  INFO(seed.err);
-  REQUIRE(seed.status == 0);
+  const Run seed = resume_at_step_4(" --seed 7");
   CHECK(contains(seed.out, "--resume: using the checkpoint's seed 1, not --seed 7: the data order, dropout and "
                            "sampling continue the checkpoint's"));
   CHECK(printed_losses(seed.out) == after_4);  // before: all differed (a new data order)
-  example_test::point_latest_at(checkpoints, "step-00000004");
 
-  Run rate = run_example(common + " --resume --lr 0.02");
-  INFO(rate.err);
-  REQUIRE(rate.status == 0);
+  const Run rate = resume_at_step_4(" --lr 0.02");
   CHECK(contains(rate.out, "--resume: --lr 0.02 (the checkpoint's 0.01), --min-lr 0.002 (the checkpoint's 0.001): "
                            "using the checkpoint's learning-rate schedule"));
   CHECK(printed_losses(rate.out) == after_4);
-  example_test::point_latest_at(checkpoints, "step-00000004");
 
-  Run longer = run_example(common + " --resume --steps 10");
-  INFO(longer.err);
-  REQUIRE(longer.status == 0);
+  const Run longer = resume_at_step_4(" --steps 10");
   CHECK(contains(longer.out, "--resume: --steps 10 differs from the checkpoint's 8: training continues to step 10, "
                              "and the cosine decay now ends there"));
   CHECK(events(longer.out, "train").size() == 6);
   // The rates follow the checkpoint's peak and warmup with the decay over 10 steps.
   const ts::optim::WarmupCosineOptions extended{.lr = 0.01, .min_lr = 0.001, .warmup_steps = 2, .decay_steps = 10};
-  CHECK(events(longer.out, "train").at(1).at("lr").as_double() == doctest::Approx(ts::optim::warmup_cosine_lr(5, extended)).epsilon(1e-12));
-  example_test::point_latest_at(checkpoints, "step-00000004");
+  CHECK(events(longer.out, "train").at(1).at("lr").as_double() ==
+        doctest::Approx(ts::optim::warmup_cosine_lr(5, extended)).epsilon(1e-12));
 
   // Another data file: refused, naming both, unless --allow-data-change.
   const std::string other = (data.dir / "other.bin").string();
   std::vector<uint16_t> shifted(4096);
   for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = static_cast<uint16_t>(200 + i % 32);
   ts::data::write_token_file(other, shifted);
-  const std::string on_other = common + " --resume --data " + other;
-  Run refused = run_example(on_other);
+  example_test::point_latest_at(checkpoints, "step-00000004");
+  Run refused = run_example(common + " --resume --data " + other);
   CHECK(refused.status == 1);
   CHECK(contains(refused.err, "--resume: the checkpoint was trained on '" + data.train + "' (4096 tokens, CRC32C "));
   CHECK(contains(refused.err, "and --data is '" + other + "' (4096 tokens, CRC32C "));
   CHECK(contains(refused.err, "its saved position (epoch 0, batch 4) would continue in other tokens; give the "
                               "checkpoint's data, or --allow-data-change"));
   CHECK(events(refused.out, "train").empty());
-  Run allowed = run_example(on_other + " --allow-data-change");
-  INFO(allowed.err);
-  CHECK(allowed.status == 0);
+  const Run allowed = resume_at_step_4(" --data " + other + " --allow-data-change");
   CHECK(contains(allowed.out, "continuing on it from the saved position (--allow-data-change)"));
   CHECK(events(allowed.out, "train").size() == 4);
   CHECK(run_example(common + " --allow-data-change").status == 2);  // needs --resume
-  example_test::point_latest_at(checkpoints, "step-00000004");
 
   // A checkpoint from before the record (no data, schedule or steps in its state) still
   // resumes, bit for bit, saying that it cannot compare the data.
   edit_training_extra(checkpoints + "/step-00000004", [](json::Object& extra) {
-    std::erase_if(extra, [](const json::Member& m) { return m.first == "data" || m.first == "schedule" || m.first == "steps"; });
+    std::erase_if(extra, [](const json::Member& m) {
+      return m.first == "data" || m.first == "schedule" || m.first == "steps";
+    });
   });
-  Run old = run_example(common + " --resume");
-  INFO(old.err);
-  REQUIRE(old.status == 0);
+  const Run old = resume_at_step_4("");
   CHECK(contains(old.out, "--resume: the checkpoint does not record its training data (an older checkpoint)"));
   CHECK(printed_losses(old.out) == after_4);
 }
