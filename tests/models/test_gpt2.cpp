@@ -280,6 +280,15 @@ TEST_CASE("GPT2: cached and uncached generation agree token for token; sampling 
   CHECK(a.to_vector<int64_t>() != c.to_vector<int64_t>());
   CHECK(model.generate(prompt, 6, {.top_k = 1, .seed = 4}).to_vector<int64_t>() ==
         model.generate(prompt, 6, {.temperature = 0}).to_vector<int64_t>());
+  // A tiny temperature is greedy (float32 logits / 1e-300 would be +-inf and NaN in multinomial),
+  // with and without top-k; as a temperature grows, samples leave the greedy path.
+  const std::vector<int64_t> greedy = model.generate(prompt, 6, {.temperature = 0}).to_vector<int64_t>();
+  for (double tiny : {1e-300, 5e-324}) {
+    CAPTURE(tiny);
+    CHECK(model.generate(prompt, 6, {.temperature = tiny, .seed = 4}).to_vector<int64_t>() == greedy);
+    CHECK(model.generate(prompt, 6, {.temperature = tiny, .top_k = 5, .seed = 4}).to_vector<int64_t>() == greedy);
+  }
+  CHECK(model.generate(prompt, 6, {.temperature = 5.0, .seed = 4}).to_vector<int64_t>() != greedy);
   // A 1-D prompt gives a 1-D sequence; no new tokens gives the prompt.
   Tensor single = model.generate(prompt.select(0, 1), 3, {.temperature = 0});
   CHECK(single.sizes() == ts::Shape{7});
