@@ -14,14 +14,17 @@
 
 namespace example {
 
-// `where`: "epoch 1, batch 30 (step 30)". Throws tessera::ValueError (the examples exit with status 1).
-inline void require_finite_loss(double loss, const std::string& where) {
-  if (std::isfinite(loss)) return;
+// `what`: "the loss", "the gradient norm"; `where`: "epoch 1, batch 30 (step 30)". Throws
+// tessera::ValueError (the examples exit with status 1).
+inline void require_finite(double value, const std::string& what, const std::string& where) {
+  if (std::isfinite(value)) return;
   throw tessera::ValueError(tessera::str(
-      "the loss is ", loss, " at ", where,
+      what, " is ", value, " at ", where,
       ": training diverged (a learning rate too large, or a NaN in the data or the initial weights); stopping before "
       "it is reported or saved"));
 }
+
+inline void require_finite_loss(double loss, const std::string& where) { require_finite(loss, "the loss", where); }
 
 // `source`: "--init model.safetensors". ValueError naming the first tensor holding a NaN or
 // infinity, the element and its value.

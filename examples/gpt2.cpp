@@ -898,6 +898,8 @@ class Training {
     schedule.step();
     last_loss = example::global_sum(*world, loss);  // the global loss: every rank's step is done
     example::require_finite_loss(last_loss, ts::str("step ", state.step));
+    // A finite loss can come with an overflowing gradient (whose clipping then makes NaN).
+    example::require_finite(grad_norm, "the gradient norm", ts::str("step ", state.step));
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     const int64_t tokens = options.batch_size * seq_len;
     report.step({.step = static_cast<int64_t>(state.step), .loss = last_loss, .lr = lr, .step_ms = step_ms,

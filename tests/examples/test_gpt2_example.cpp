@@ -346,6 +346,21 @@ TEST_CASE("a non-finite loss stops the run at its step: nothing non-finite is re
   CHECK(all_finite(recovered));
 }
 
+TEST_CASE("with clipping on, a gradient norm that is not finite stops the run at its step like a loss") {
+  Data data;
+  // Measured: step 4's loss is finite (2.2e9) and its gradient norm NaN; before, the JSON
+  // line of that step failed with "json::write: nan has no JSON form".
+  Run run = run_example("--data " + data.train + kTiny + " --steps 30 --lr 300 --warmup-steps 0");
+  INFO(run.err);
+  CHECK(run.status == 1);
+  const std::vector<json::Value> steps = events(run.out, "train");  // every line parsed
+  REQUIRE(!steps.empty());
+  CHECK(contains(run.err, ts::str(" at step ", steps.size(), ": training diverged")));
+  CHECK((contains(run.err, "the gradient norm is ") || contains(run.err, "the loss is ")));
+  CHECK_FALSE(contains(run.err, "has no JSON form"));
+  for (const json::Value& step : steps) CHECK(std::isfinite(step.at("grad_norm").as_double()));
+}
+
 TEST_CASE("--init: a NaN or infinity is an error naming the tensor, also in the tied lm_head") {
   Data data;
   const std::string good = (data.dir / "good.safetensors").string();
