@@ -175,9 +175,9 @@ memory:
 A resumed run continues exactly: at the same number of ranks its losses are the ones the
 uninterrupted run would have printed, bit for bit. It keeps the checkpoint's --seed and
 learning-rate schedule (--lr, --min-lr, --warmup-steps, --lr-schedule), saying so when this
-run's differ, and trains to this run's --steps. A loss that is not finite (or weights that
-are not, before a save) stops the run at that step, before it is reported or saved; the
-checkpoints already written are kept.
+run's differ, and trains to this run's --steps. A loss or gradient norm that is not finite
+(or weights that are not, before a save) stops the run at that step, before it is reported
+or saved; the checkpoints already written are kept.
 )";
 
 // The flags as given (parse_options checks them).
