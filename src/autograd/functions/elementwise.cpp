@@ -259,7 +259,7 @@ std::optional<int64_t> first_non_finite(const Tensor& x) {
   const Tensor wide = x.dtype() == DType::f32 || x.dtype() == DType::f64 ? x : x.to(DType::f32);
   const Tensor bad = ne(wide - wide, zeros({}, {.dtype = wide.dtype(), .device = wide.device()})).flatten();
   if (bad.sum().item<int64_t>() == 0) return std::nullopt;
-  return argmax(bad.to(DType::i64), 0).item<int64_t>();
+  return argmax(bad.cpu().to(DType::i64), 0).item<int64_t>();  // only when one is found
 }
 
 namespace {
