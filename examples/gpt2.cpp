@@ -452,18 +452,6 @@ class ScratchFolder {
   fs::path path_;
 };
 
-// The bytes of a file the user named, refused before it is opened when it is not a regular
-// file (a FIFO would wait for a writer forever).
-std::string read_input_file(const std::string& path) {
-  uint64_t size = 0;
-  ts::io::FileDescriptor fd = ts::io::open_regular_file(path, &size);
-  std::string bytes(size, '\0');
-  const int64_t got = ts::io::pread_full(fd.get(), bytes.data(), bytes.size(), 0);
-  TS_CHECK(got >= 0, ts::io::IOError, "cannot read '", path, "': ", ts::io::os_error(static_cast<int>(-got)));
-  bytes.resize(static_cast<size_t>(got));
-  return bytes;
-}
-
 // A token file for `path`: a .bin as it is, a .txt tokenized (<|endoftext|> first, as
 // tessera-tokenize does) into a file of this rank's own under `scratch`.
 fs::path token_file(const std::string& path, const std::optional<ts::text::GPT2Tokenizer>& tokenizer,
@@ -471,7 +459,7 @@ fs::path token_file(const std::string& path, const std::optional<ts::text::GPT2T
   if (fs::path(path).extension() != ".txt") return path;
   TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: ", path, " is text and needs GPT-2's tokenizer in ", vocab,
            " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
-  const std::string text = read_input_file(path);
+  const std::string text = ts::io::read_regular_file(path);
   std::vector<int64_t> ids{tokenizer->eot_token()};
   tokenizer->encode(text, ids);
   std::vector<uint16_t> tokens(ids.begin(), ids.end());
@@ -482,7 +470,7 @@ fs::path token_file(const std::string& path, const std::optional<ts::text::GPT2T
 
 // GPT-2's tokenizer from DIR/encoder.json and DIR/vocab.bpe; none when DIR holds no
 // encoder.json. A path that cannot be looked at (too long, a loop of symbolic links, no
-// permission) or files that are not regular (a FIFO) are errors naming them.
+// permission) is an error naming it; the tokenizer refuses files that are not regular (a FIFO).
 std::optional<ts::text::GPT2Tokenizer> load_tokenizer(const std::string& vocab) {
   const fs::path encoder = fs::path(vocab) / "encoder.json";
   std::error_code error;
@@ -490,7 +478,6 @@ std::optional<ts::text::GPT2Tokenizer> load_tokenizer(const std::string& vocab) 
   if (status.type() == fs::file_type::not_found) return std::nullopt;
   TS_CHECK(!error, ts::io::IOError, "--vocab '", vocab, "': cannot look for encoder.json there: ",
            error.message());
-  for (const char* name : {"encoder.json", "vocab.bpe"}) ts::io::open_regular_file((fs::path(vocab) / name).string());
   return ts::text::GPT2Tokenizer(vocab);
 }
 

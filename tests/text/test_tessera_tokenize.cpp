@@ -190,8 +190,8 @@ TEST_CASE("tessera-tokenize on one 4 MiB word: memory bounded by 20 bytes per by
   MESSAGE("peak ", peak, " MiB, ", baseline, " MiB with a 4-byte file: ", per_byte, " bytes per byte of the word");
   CHECK(per_byte < 20);  // the text, its byte tokens, the merge heap, the tokens written (about 30 before)
   const tessera::text::GPT2Tokenizer tokenizer(text_test::gpt2_directory());
-  const tessera::data::TokenFile file(dir.file("word.bin"));
-  CHECK(tokenizer.decode(std::vector<int64_t>(file.tokens().begin() + 1, file.tokens().end())) == word);
+  const std::vector<uint16_t> tokens = tessera::data::TokenFile(dir.file("word.bin")).read_all();
+  CHECK(tokenizer.decode(std::vector<int64_t>(tokens.begin() + 1, tokens.end())) == word);
 }
 
 TEST_CASE("tessera-tokenize out of memory ends with a message naming the file, never an abort") {
