@@ -11,9 +11,9 @@
 // Masks (a dense copy of the broadcast mask), causality, rows with no key (output 0, lse
 // -inf) and the dropout bits (dropout_keeps, the bits the CPU draws) follow the CPU kernel.
 //
-// Precision: the scores, their softmax, the log-sum-exp and dS are kept in the scores' type
-// S = Compute<T> (attention_score_dtype): float32 for float32 and bfloat16 operands, double
-// for float64. With bfloat16 operands the GEMMs read bfloat16 and accumulate in float32;
+// Precision: the scores, their softmax, the log-sum-exp and dS are kept in the type Score =
+// Compute<T> (attention_score_dtype): float32 for float32 and bfloat16 operands, double for
+// float64. With bfloat16 operands the GEMMs read bfloat16 and accumulate in float32;
 // q k^T and dO v^T are written in float32, and only what feeds the next GEMM (Pd, dS) is
 // rounded to bfloat16, as PyTorch's flash kernels do with P and dS.
 #include <cmath>
@@ -31,36 +31,36 @@ using namespace native;
 
 namespace {
 
-// What the row kernels need to mask a row of scores (of type S) and draw its dropout bits;
-// an additive mask has the operands' type T.
-template <class S, class T>
+// What the row kernels need to mask a row of scores (of type Score) and draw its dropout
+// bits; an additive mask has the operands' type T.
+template <class Score, class T>
 struct RowMasking {
   const bool* keep_mask = nullptr;  // dense [N, L, S] boolean mask, or null
   const T* add_mask = nullptr;      // dense [N, L, S] additive mask, or null
   bool causal = false;
   int64_t queries = 0, keys = 0;
-  S scale = 1;
+  Score scale = 1;
   // Dropout (active when p > 0).
   float p = 0;
-  S keep_scale = 1;
+  Score keep_scale = 1;
   uint64_t philox_key = 0, step = 0;
   int64_t first_row = 0, cols = 1;
 
   // scale * s masked, for element (row, j) of the [N * L, S] scores.
-  __device__ S masked(S s, int64_t row, int64_t j) const {
+  __device__ Score masked(Score s, int64_t row, int64_t j) const {
     const int64_t e = row * keys + j;
-    const S minus_infinity = -static_cast<S>(INFINITY);
+    const Score minus_infinity = -static_cast<Score>(INFINITY);
     if (causal && j > row % queries) return minus_infinity;
     if (keep_mask != nullptr && !keep_mask[e]) return minus_infinity;
-    S x = s * scale;
-    if (add_mask != nullptr) x += static_cast<S>(load(add_mask[e]));
+    Score x = s * scale;
+    if (add_mask != nullptr) x += static_cast<Score>(load(add_mask[e]));
     return x;
   }
   // keep / (1 - p) for the weight at (row, j): 1 without dropout.
-  __device__ S dropout_factor(int64_t row, int64_t j) const {
-    if (p <= 0) return S(1);
+  __device__ Score dropout_factor(int64_t row, int64_t j) const {
+    if (p <= 0) return Score(1);
     const int64_t e = row * keys + j;
-    return dropout_keeps(philox_key, step, first_row + e / cols, e % cols, p) ? keep_scale : S(0);
+    return dropout_keeps(philox_key, step, first_row + e / cols, e % cols, p) ? keep_scale : Score(0);
   }
 };
 
@@ -82,65 +82,65 @@ __device__ T block_maximum(T value) {
   return block_reduce(value, [](T a, T b) { return nan_maximum(a, b); });
 }
 
-// Forward: scores [rows, S] give the dropped softmax weights (T; in place when T is S) and
-// lse [rows].
-template <class S, class T>
-__global__ void softmax_rows_kernel(S* scores, int64_t rows, RowMasking<S, T> m, S* lse, T* weights) {
-  const S minus_infinity = -static_cast<S>(INFINITY);
+// Forward: scores [rows, S] give the dropped softmax weights (T; in place when T is Score)
+// and lse [rows].
+template <class Score, class T>
+__global__ void softmax_rows_kernel(Score* scores, int64_t rows, RowMasking<Score, T> m, Score* lse, T* weights) {
+  const Score minus_infinity = -static_cast<Score>(INFINITY);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    S* s = scores + row * m.keys;
+    Score* s = scores + row * m.keys;
     T* w = weights + row * m.keys;
-    S local_max = minus_infinity;
+    Score local_max = minus_infinity;
     for (int64_t j = threadIdx.x; j < m.keys; j += blockDim.x) {
-      const S x = m.masked(s[j], row, j);
+      const Score x = m.masked(s[j], row, j);
       s[j] = x;
       local_max = nan_maximum(local_max, x);
     }
-    const S row_max = block_maximum(local_max);
-    S local_sum = 0;
+    const Score row_max = block_maximum(local_max);
+    Score local_sum = 0;
     if (row_max != minus_infinity) {
       for (int64_t j = threadIdx.x; j < m.keys; j += blockDim.x) local_sum += exp_of(s[j] - row_max);
     }
-    const S sum = block_sum(local_sum);
-    if (threadIdx.x == 0) lse[row] = sum == S(0) ? minus_infinity : row_max + log_of(sum);
+    const Score sum = block_sum(local_sum);
+    if (threadIdx.x == 0) lse[row] = sum == Score(0) ? minus_infinity : row_max + log_of(sum);
     for (int64_t j = threadIdx.x; j < m.keys; j += blockDim.x) {
-      w[j] = store<T>(sum == S(0) ? S(0) : exp_of(s[j] - row_max) / sum * m.dropout_factor(row, j));
+      w[j] = store<T>(sum == Score(0) ? Score(0) : exp_of(s[j] - row_max) / sum * m.dropout_factor(row, j));
     }
   }
 }
 
 // Backward: scores [rows, S] become P = exp(masked - lse), 0 in rows without keys.
-template <class S, class T>
-__global__ void recompute_probs_kernel(S* scores, int64_t total, RowMasking<S, T> m, const S* lse) {
-  const S minus_infinity = -static_cast<S>(INFINITY);
+template <class Score, class T>
+__global__ void recompute_probs_kernel(Score* scores, int64_t total, RowMasking<Score, T> m, const Score* lse) {
+  const Score minus_infinity = -static_cast<Score>(INFINITY);
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
     const int64_t row = e / m.keys, j = e % m.keys;
-    const S l = lse[row];
-    scores[e] = l == minus_infinity ? S(0) : exp_of(m.masked(scores[e], row, j) - l);
+    const Score l = lse[row];
+    scores[e] = l == minus_infinity ? Score(0) : exp_of(m.masked(scores[e], row, j) - l);
   }
 }
 
-// D[row] = sum over e of dO[row, e] * O[row, e], in S.
-template <class S, class T>
-__global__ void row_deltas_kernel(const T* grad_output, const T* output, int64_t rows, int64_t width, S* delta) {
+// D[row] = sum over e of dO[row, e] * O[row, e], in Score.
+template <class Score, class T>
+__global__ void row_deltas_kernel(const T* grad_output, const T* output, int64_t rows, int64_t width, Score* delta) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    S local = 0;
+    Score local = 0;
     for (int64_t e = threadIdx.x; e < width; e += blockDim.x) {
-      local += static_cast<S>(load(grad_output[row * width + e])) * static_cast<S>(load(output[row * width + e]));
+      local += static_cast<Score>(load(grad_output[row * width + e])) * static_cast<Score>(load(output[row * width + e]));
     }
-    const S sum = block_sum(local);
+    const Score sum = block_sum(local);
     if (threadIdx.x == 0) delta[row] = sum;
   }
 }
 
-// From P and dPd (S): Pd and dS = scale (Pd dPd - P D), written as T (in place when T is S).
-template <class S, class T>
-__global__ void score_gradients_kernel(const S* probs, const S* dprobs, int64_t total, RowMasking<S, T> m,
-                                       const S* delta, T* dropped_probs, T* dscores) {
+// From P and dPd (Score): Pd and dS = scale (Pd dPd - P D), written as T (in place when T is Score).
+template <class Score, class T>
+__global__ void score_gradients_kernel(const Score* probs, const Score* dprobs, int64_t total, RowMasking<Score, T> m,
+                                       const Score* delta, T* dropped_probs, T* dscores) {
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
     const int64_t row = e / m.keys, j = e % m.keys;
-    const S p = probs[e];
-    const S dropped = p * m.dropout_factor(row, j);
+    const Score p = probs[e];
+    const Score dropped = p * m.dropout_factor(row, j);
     dscores[e] = store<T>(m.scale * (dropped * dprobs[e] - p * delta[row]));
     dropped_probs[e] = store<T>(dropped);
   }
@@ -153,15 +153,15 @@ Tensor as_batches(const Tensor& t, int64_t batches) {
   return view(contiguous(t), {batches, t.size(-2), t.size(-1)});
 }
 
-template <class S, class T>
-RowMasking<S, T> row_masking(const AttentionOperands& operands, Tensor& dense_mask) {
+template <class Score, class T>
+RowMasking<Score, T> row_masking(const AttentionOperands& operands, Tensor& dense_mask) {
   const AttentionOptions& options = operands.options;
   const AttentionGeometry& g = operands.geometry;
-  RowMasking<S, T> m;
+  RowMasking<Score, T> m;
   m.causal = options.is_causal;
   m.queries = g.queries;
   m.keys = g.keys;
-  m.scale = static_cast<S>(options.scale);
+  m.scale = static_cast<Score>(options.scale);
   if (options.attn_mask.defined()) {
     dense_mask = contiguous(expand(options.attn_mask, g.weights_shape()));
     if (is_boolean_mask(dense_mask.dtype())) {
@@ -172,7 +172,7 @@ RowMasking<S, T> row_masking(const AttentionOperands& operands, Tensor& dense_ma
   }
   if (options.dropout_p > 0) {
     m.p = static_cast<float>(options.dropout_p);
-    m.keep_scale = options.dropout_p < 1 ? static_cast<S>(1.0 / (1.0 - options.dropout_p)) : S(0);
+    m.keep_scale = options.dropout_p < 1 ? static_cast<Score>(1.0 / (1.0 - options.dropout_p)) : Score(0);
     m.philox_key = dropout_philox_key(options.dropout_key);
     m.step = options.dropout_key.step;
     m.first_row = options.dropout_key.first_row;
@@ -200,14 +200,14 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const AttentionOperands&
   Tensor output = empty(g.output_shape(), q.dtype(), q.device());
   if (rows == 0) return {output, logsumexp};
   device_dispatch_floating_bf16(q.dtype(), op, [&]<class T>() {
-    using S = Compute<T>;
+    using Score = Compute<T>;
     Tensor dense_mask;
-    const RowMasking<S, T> m = row_masking<S, T>(operands, dense_mask);
+    const RowMasking<Score, T> m = row_masking<Score, T>(operands, dense_mask);
     Tensor scores = matmul(as_batches(q, n), transpose(as_batches(k, n), 1, 2), score_dtype);  // [N, L, S]
     Tensor weights = weights_beside(scores, q.dtype());
     if (g.keys > 0) {
-      softmax_rows_kernel<S, T><<<row_blocks(rows), kThreads, 0, compute_stream(q.device().index)>>>(
-          static_cast<S*>(scores.data_ptr()), rows, m, static_cast<S*>(logsumexp.data_ptr()),
+      softmax_rows_kernel<Score, T><<<row_blocks(rows), kThreads, 0, compute_stream(q.device().index)>>>(
+          static_cast<Score*>(scores.data_ptr()), rows, m, static_cast<Score*>(logsumexp.data_ptr()),
           static_cast<T*>(weights.data_ptr()));
       TS_CUDA_CHECK_LAUNCH("softmax_rows_kernel");
     } else {
@@ -231,28 +231,28 @@ std::tuple<Tensor, Tensor, Tensor> scaled_dot_product_attention_backward(const A
   Tensor dv = zeros(v.sizes(), v.dtype(), v.device());
   if (rows == 0 || g.keys == 0) return {dq, dk, dv};
   device_dispatch_floating_bf16(q.dtype(), op, [&]<class T>() {
-    using S = Compute<T>;
+    using Score = Compute<T>;
     Tensor dense_mask;
-    const RowMasking<S, T> m = row_masking<S, T>(operands.forward, dense_mask);
+    const RowMasking<Score, T> m = row_masking<Score, T>(operands.forward, dense_mask);
     const cudaStream_t stream = compute_stream(q.device().index);
     const Tensor q3 = as_batches(q, n), k3 = as_batches(k, n), v3 = as_batches(v, n);
     const Tensor grad3 = as_batches(operands.grad_output, n), out3 = as_batches(operands.output, n);
     const Tensor lse = contiguous(operands.logsumexp);
     Tensor probs = matmul(q3, transpose(k3, 1, 2), score_dtype);
     const int64_t total = probs.numel();
-    recompute_probs_kernel<S, T><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<S*>(probs.data_ptr()), total, m, static_cast<const S*>(lse.data_ptr()));
+    recompute_probs_kernel<Score, T><<<blocks_for(total), kThreads, 0, stream>>>(
+        static_cast<Score*>(probs.data_ptr()), total, m, static_cast<const Score*>(lse.data_ptr()));
     TS_CUDA_CHECK_LAUNCH("recompute_probs_kernel");
     Tensor delta = empty({rows}, score_dtype, q.device());
-    row_deltas_kernel<S, T><<<row_blocks(rows), kThreads, 0, stream>>>(
+    row_deltas_kernel<Score, T><<<row_blocks(rows), kThreads, 0, stream>>>(
         static_cast<const T*>(grad3.data_ptr()), static_cast<const T*>(out3.data_ptr()), rows, g.value_dim,
-        static_cast<S*>(delta.data_ptr()));
+        static_cast<Score*>(delta.data_ptr()));
     TS_CUDA_CHECK_LAUNCH("row_deltas_kernel");
     Tensor dprobs = matmul(grad3, transpose(v3, 1, 2), score_dtype);
     Tensor dropped = weights_beside(probs, q.dtype()), dscores = weights_beside(dprobs, q.dtype());
-    score_gradients_kernel<S, T><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<const S*>(probs.data_ptr()), static_cast<const S*>(dprobs.data_ptr()), total, m,
-        static_cast<const S*>(delta.data_ptr()), static_cast<T*>(dropped.data_ptr()), static_cast<T*>(dscores.data_ptr()));
+    score_gradients_kernel<Score, T><<<blocks_for(total), kThreads, 0, stream>>>(
+        static_cast<const Score*>(probs.data_ptr()), static_cast<const Score*>(dprobs.data_ptr()), total, m,
+        static_cast<const Score*>(delta.data_ptr()), static_cast<T*>(dropped.data_ptr()), static_cast<T*>(dscores.data_ptr()));
     TS_CUDA_CHECK_LAUNCH("score_gradients_kernel");
     Tensor dq3 = view(dq, {n, g.queries, g.head_dim});
     Tensor dk3 = view(dk, {n, g.keys, g.head_dim});
