@@ -48,7 +48,7 @@ class NcclWatchdog {
     std::function<void(std::exception_ptr)> post;
     // Runs first on the watchdog's thread: makes the group's device current (cudaSetDevice),
     // so that its event queries do not create a context on device 0 for every rank.
-    std::function<void()> thread_start;
+    std::function<void()> thread_start{};
   };
 
   // `where` names the group in messages ("rank 1 of group 'world.nccl' (size 2)"). With
