@@ -248,6 +248,7 @@ NcclProcessGroup::NcclProcessGroup(ncclComm_t communicator, int device, int rank
       barrier_scratch_(native::zeros({1}, DType::f32, Device::cuda(device))),
       placement_(detail::concat("rank ", rank, " of group '", this->name(), "' (size ", size, ")")) {
   NcclWatchdog::Hooks hooks;
+  hooks.thread_start = [device] { TS_CUDA_CHECK(cudaSetDevice(device)); };
   hooks.async_error = [this]() -> std::string {
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(communicator_, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";

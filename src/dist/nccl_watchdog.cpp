@@ -41,9 +41,22 @@ void NcclWatchdog::poll(Clock::time_point now) {
   {
     std::lock_guard lock(mutex_);
     if (failure_ || aborting_ || stopping_) return;
-    watched_.remove_if([](Watched& w) { return w.done(); });
+    std::string query_error;
+    watched_.remove_if([&](Watched& w) {
+      try {
+        return w.done();
+      } catch (const std::exception& e) {
+        if (query_error.empty()) {
+          query_error = detail::concat(w.description, " on ", where_, ": its completion could not be queried (",
+                                       e.what(), "); the communicator was aborted");
+        }
+        return true;
+      }
+    });
     const std::string async = hooks_.async_error ? hooks_.async_error() : std::string();
-    if (!async.empty()) {
+    if (!query_error.empty()) {
+      message = query_error;
+    } else if (!async.empty()) {
       message = detail::concat("NCCL reported an asynchronous error on ", where_, ": ", async,
                                watched_.empty() ? std::string()
                                                 : detail::concat(" (while ", watched_.front().description, " ran)"),
@@ -101,6 +114,12 @@ size_t NcclWatchdog::watched() const {
 }
 
 void NcclWatchdog::run() {
+  if (hooks_.thread_start) {
+    try {
+      hooks_.thread_start();
+    } catch (...) {  // the queries then fail, and poll() reports that
+    }
+  }
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     wake_.wait_for(lock, poll_interval_, [this] { return stopping_; });

@@ -46,6 +46,9 @@ class NcclWatchdog {
     std::function<void()> abort;
     // Makes the waits that may be stuck throw `error` (cuda::post_device_error).
     std::function<void(std::exception_ptr)> post;
+    // Runs first on the watchdog's thread: makes the group's device current (cudaSetDevice),
+    // so that its event queries do not create a context on device 0 for every rank.
+    std::function<void()> thread_start{};
   };
 
   // `where` names the group in messages ("rank 1 of group 'world.nccl' (size 2)"). With
@@ -58,7 +61,9 @@ class NcclWatchdog {
   NcclWatchdog(const NcclWatchdog&) = delete;
   NcclWatchdog& operator=(const NcclWatchdog&) = delete;
 
-  // Watches one queued collective ("#12 all_gather float32 x 4096") until `done()`.
+  // Watches one queued collective ("#12 all_gather float32 x 4096") until `done()`. A
+  // `done()` that throws (an event query after a sticky CUDA error) counts as done, and its
+  // error fails the group like a timeout: the rule goes on running for the rest.
   void watch(std::string description, std::function<bool()> done, Clock::time_point started = Clock::now());
   // One round of the thread's work at time `now`.
   void poll(Clock::time_point now = Clock::now());

@@ -12,6 +12,11 @@ namespace tessera::native {
 // True for a mask whose elements say whether a key takes part (PyTorch's bool masks).
 inline bool is_boolean_mask(DType dtype) { return dtype == DType::boolean; }
 
+// The dtype attention's scores, softmax and log-sum-exp are computed and kept in: float32
+// for bfloat16 operands (8 bits of mantissa would round exp's argument by up to 2^-9 of
+// the row maximum; PyTorch's flash kernels keep float32 too), else the operands'.
+inline DType attention_score_dtype(DType dtype) { return dtype == DType::bf16 ? DType::f32 : dtype; }
+
 struct AttentionGeometry {
   Shape batch_shape;      // the leading dims q, k and v share
   int64_t batches = 1;    // their product, N
@@ -101,7 +106,8 @@ struct AttentionBackwardOperands {
 };
 
 // The backward's operands: those of the forward, then the gradient and what the forward
-// returned (output, logsumexp) on q's device, of its dtype and shapes.
+// returned (output, logsumexp) on q's device and of their shapes, all of q's dtype but the
+// log-sum-exp, of attention_score_dtype.
 inline AttentionGeometry check_attention_backward_operands(const Tensor& grad_output, const Tensor& q, const Tensor& k,
                                                            const Tensor& v, const Tensor& output,
                                                            const Tensor& logsumexp, const AttentionOptions& options,
@@ -110,10 +116,12 @@ inline AttentionGeometry check_attention_backward_operands(const Tensor& grad_ou
   check_defined(grad_output, op, "gradient");
   check_defined(output, op, "output");
   check_defined(logsumexp, op, "logsumexp");
-  for (const Tensor* t : {&grad_output, &output, &logsumexp}) {
-    check_same_device(q, *t, op);
-    check_same_dtype(q, *t, op);
-  }
+  for (const Tensor* t : {&grad_output, &output, &logsumexp}) check_same_device(q, *t, op);
+  check_same_dtype(q, grad_output, op);
+  check_same_dtype(q, output, op);
+  TS_CHECK(logsumexp.dtype() == attention_score_dtype(q.dtype()), DTypeError, op, ": expected the log-sum-exp in ",
+           dtype_name(attention_score_dtype(q.dtype())), " for ", dtype_name(q.dtype()), " operands, got ",
+           dtype_name(logsumexp.dtype()));
   TS_CHECK(grad_output.sizes() == g.output_shape() && output.sizes() == g.output_shape() &&
                logsumexp.sizes() == g.logsumexp_shape(),
            ShapeError, op, ": expected gradient and output ", shape_str(g.output_shape()), " and logsumexp ",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/tensor/device_check.h"
+#include "tessera/tensor/index_errors.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::native {
@@ -600,25 +601,15 @@ inline GatherLines gather_lines(const Tensor& index, const Tensor& self, const T
   return g;
 }
 
-// The IndexError for element `bad` of a gather walk (line * length + position along dim):
-// names the index value, its coordinates, the dim's size and both shapes. Reads the index
-// on the host (after the walk, so a device copy waits for the kernel).
+// The IndexError for element `bad` of a gather walk (line * length + position along dim),
+// from a CPU index (index_errors.h builds the message, which the CUDA backend's report shares).
 [[noreturn]] inline void throw_bad_gather_index(const Tensor& index, const GatherLines& g, int64_t bad, int64_t dim,
                                                 const Tensor& self, const char* op) {
-  Tensor host = index.is_cuda() ? to_device(index, Device::cpu()) : index;
-  Shape coordinates(static_cast<size_t>(host.dim()), 0);
-  int64_t line = bad / g.length, offset = 0;
-  for (size_t d = g.line_sizes.size(); d-- > 0;) {
-    const size_t tensor_dim = d < static_cast<size_t>(dim) ? d : d + 1;
-    coordinates[tensor_dim] = line % g.line_sizes[d];
-    line /= g.line_sizes[d];
-  }
-  if (host.dim() > 0) coordinates[dim] = bad % g.length;
-  for (int64_t d = 0; d < host.dim(); ++d) offset += coordinates[d] * host.stride(d);
-  const int64_t value = static_cast<const int64_t*>(host.data_ptr())[offset];
-  throw IndexError(detail::concat(op, ": index ", value, " at ", shape_str(coordinates), " of the index of shape ",
-                                  shape_str(index.sizes()), " is out of range for dim ", dim, " of size ",
-                                  g.self_dim_size, " (self of shape ", shape_str(self.sizes()), ")"));
+  const Shape coordinates = gather_coordinates(index.sizes(), dim, bad);
+  int64_t offset = 0;
+  for (int64_t d = 0; d < index.dim(); ++d) offset += coordinates[d] * index.stride(d);
+  const int64_t value = static_cast<const int64_t*>(index.data_ptr())[offset];
+  throw_gather_index_out_of_range(op, value, bad, index.sizes(), dim, g.self_dim_size, self.sizes());
 }
 
 // topk: k in [0, size of dim].

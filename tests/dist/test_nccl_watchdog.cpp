@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <tessera/dist/nccl_watchdog.h>
 #include <tessera/tessera.h>
@@ -130,4 +131,53 @@ TEST_CASE("the watchdog's thread polls by itself, but never while the group is i
   for (int i = 0; i < 1000 && watchdog.failure() == nullptr; ++i) std::this_thread::sleep_for(milliseconds(5));
   CHECK(watchdog.failure() != nullptr);
   CHECK(fake.aborts == 1);
+}
+
+TEST_CASE("a collective whose completion cannot be queried counts as done, and its error fails the group") {
+  // After a sticky CUDA error every cudaEventQuery throws: the rule must not stop at the
+  // first one (it did: the exception left poll() and the next round threw again).
+  Fake fake;
+  NcclWatchdog watchdog(kWhere, milliseconds(10'000), fake.hooks(), milliseconds(100), false);
+  const auto t0 = NcclWatchdog::Clock::now();
+  int queries = 0;
+  watchdog.watch("#4 all_gather float32 x 16", [] { return true; }, t0);
+  watchdog.watch("#5 reduce_scatter float32 x 16", [&]() -> bool {
+    ++queries;
+    throw std::runtime_error("cudaEventQuery(event_) failed: cudaErrorIllegalAddress (an illegal memory access was encountered)");
+  }, t0);
+  watchdog.watch("#6 all_gather float32 x 16", [] { return false; }, t0);
+  CHECK_NOTHROW(watchdog.poll(t0 + milliseconds(100)));
+  CHECK(queries == 1);
+  CHECK(watchdog.watched() == 0);  // the one that threw is done; the abort cleared the rest
+  CHECK(fake.aborts == 1);
+  REQUIRE(fake.posted != nullptr);
+  const std::string message = message_of(watchdog.failure());
+  CHECK(message == message_of(fake.posted));
+  CHECK(contains(message, "#5 reduce_scatter float32 x 16 on rank 1 of group 'world.nccl' (size 2)"));
+  CHECK(contains(message, "its completion could not be queried"));
+  CHECK(contains(message, "cudaErrorIllegalAddress"));
+  CHECK_THROWS_AS(watchdog.check(), ts::dist::DistError);
+}
+
+TEST_CASE("the watchdog's thread runs its start hook (the group's cudaSetDevice) before its first query") {
+  Fake fake;
+  NcclWatchdog::Hooks hooks = fake.hooks();
+  std::atomic<bool> started{false}, queried_before_start{false}, queried{false};
+  std::atomic<std::thread::id> hook_thread{};
+  hooks.thread_start = [&] {
+    hook_thread = std::this_thread::get_id();
+    started = true;
+  };
+  NcclWatchdog watchdog(kWhere, milliseconds(600'000), std::move(hooks), milliseconds(5), /*start_thread=*/true);
+  watchdog.watch("#0 all_gather float32 x 4", [&] {
+    if (!started) queried_before_start = true;
+    queried = true;
+    return false;
+  });
+  for (int i = 0; i < 1000 && !queried; ++i) std::this_thread::sleep_for(milliseconds(5));
+  CHECK(queried);
+  CHECK(started);
+  CHECK_FALSE(queried_before_start);
+  CHECK(hook_thread.load() != std::this_thread::get_id());
+  watchdog.stop();
 }

@@ -574,11 +574,47 @@ std::vector<OpCase> op_cases() {
       {"bfloat16 conv2d", {bf16},
        [](DType d) { return TensorList{uniform({2, 4, 10, 10}, 116, d), uniform({8, 4, 3, 3}, 117, d, -0.3, 0.3), uniform({8}, 118, d)}; },
        [](L x) { return one(ts::conv2d(x[0], x[1], x[2], {.stride = 1, .padding = 1})); }},
-      {"bfloat16 layer_norm, gelu, embedding", {bf16},
-       [](DType d) { return TensorList{uniform({6, 96}, 139, d, -2, 2), uniform({96}, 140, d, 0.5, 1.5), uniform({96}, 141, d), uniform({4, 5}, 142, i64, 0, 6)}; },
+      // What GPT-2 runs under --mixed-precision bf16, a row each. Every op here rounds its
+      // result to bfloat16 once (relative step 2^-8, about 2e-3 on average), from float32
+      // arithmetic inside; attention's backward also rounds what feeds its next GEMM (Pd and
+      // dS) and the gradients chain three or four such roundings: well under the 2e-2 of
+      // gpu_test::tolerance. The reference is float32 on the CPU, on the same rounded inputs.
+      {"bfloat16 layer_norm", {bf16},
+       [](DType d) { return TensorList{uniform({6, 96}, 139, d, -2, 2), uniform({96}, 140, d, 0.5, 1.5), uniform({96}, 141, d)}; },
+       [](L x) { return one(ts::layer_norm(x[0], {96}, x[1], x[2])); }},
+      {"bfloat16 gelu, exact and tanh", {bf16}, [](DType d) { return TensorList{uniform({7, 50}, 166, d, -3, 3)}; },
+       [](L x) { return one(ts::gelu(x[0], "tanh") + ts::gelu(x[0])); }},
+      {"bfloat16 embedding (GPT-2's wte + wpe)", {bf16},
+       [](DType d) { return TensorList{uniform({11, 24}, 142, d), uniform({8, 24}, 167, d)}; },
        [](L x) {
-         Tensor normed = ts::layer_norm(x[0], {96}, x[1], x[2]);
-         return TensorList{ts::gelu(normed, "tanh") + ts::embedding(x[3], x[0]).sum({0, 1}) * 0.1};
+         Tensor ids = labels({3, 0, 10, 3, 7, 7, 1, 2, 9, 0, 5, 3}, {2, 6}).to(x[0].device());
+         Tensor positions = labels({0, 1, 2, 3, 4, 5}).to(x[0].device());
+         return one(ts::embedding(ids, x[0]) + ts::embedding(positions, x[1]));
+       }},
+      {"bfloat16 softmax and log_softmax", {bf16}, [](DType d) { return TensorList{uniform({5, 4, 33}, 168, d, -4, 4)}; },
+       [](L x) { return one(x[0].softmax(-1) + x[0].log_softmax(1) * 0.25); }},
+      {"bfloat16 cross_entropy (fused) and nll_loss", {bf16},
+       [](DType d) { return TensorList{uniform({12, 50}, 169, d, -3, 3), uniform({6, 7}, 170, d, -3, 3)}; },
+       [](L x) {
+         ts::Generator gen(171);
+         Tensor targets = ts::randint(0, 50, {12}, gen).to(x[0].device());
+         Tensor classes = labels({6, 0, 3, 3, 1, 2}).to(x[0].device());
+         return TensorList{ts::cross_entropy(x[0], targets) + ts::nll_loss(x[1].log_softmax(1), classes),
+                           ts::cross_entropy(x[0].detach(), targets, {.reduction = ts::Reduction::none})};
+       }},
+      {"bfloat16 attention causal from [B, T, H, D], dropout (GPT-2's)", {bf16},
+       [](DType d) { return TensorList{uniform({2, 33, 3, 16}, 124, d), uniform({2, 33, 3, 16}, 125, d), uniform({2, 33, 3, 16}, 126, d)}; },
+       [](L x) {
+         return one(ts::scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2),
+                                                     {.dropout_p = 0.2, .is_causal = true, .dropout_key = {.seed = 5, .step = 9, .first_row = 3}}));
+       }},
+      {"bfloat16 attention, boolean mask (the KV cache's) and float mask", {bf16},
+       [](DType d) { return TensorList{uniform({2, 2, 7, 8}, 172, d), uniform({2, 2, 9, 8}, 173, d), uniform({2, 2, 9, 5}, 174, d), uniform({7, 9}, 175, d).detach()}; },
+       [](L x) {
+         Tensor keep = ts::gt(uniform({7, 9}, 176, f64, -0.5, 1).detach(), ts::zeros({}, {.dtype = f64}));
+         keep.narrow(0, 2, 1).zero_();  // a row with no key: output 0
+         return TensorList{ts::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = keep.to(x[0].device())}) +
+                               ts::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = x[3], .scale = 0.3})};
        }},
       {"bfloat16 dropout and pooling (forward)", {bf16}, [](DType d) { return TensorList{uniform({2, 3, 8, 8}, 119, d)}; },
        [](L x) {
@@ -712,4 +748,29 @@ TEST_CASE("the table reaches every backward node the library records") {
     CAPTURE(name);
     CHECK(covered.count(name) == 1);
   }
+}
+
+TEST_CASE("bfloat16 attention keeps its scores and log-sum-exp in float32") {
+  if (!gpu_test::cuda_target()) return;  // the CPU has no bfloat16 attention
+  // The products of bfloat16 values are exact in float32 and cuBLAS sums them in float32, so
+  // the log-sum-exp equals the CPU's float32 one on the same rounded inputs to float32
+  // rounding (gpu_test::tolerance(f32)); scores rounded to bfloat16 would be ~1e-3 off.
+  const Tensor q = uniform({2, 3, 40, 16}, 177, f32).detach().to(bf16), k = uniform({2, 3, 50, 16}, 178, f32).detach().to(bf16);
+  const Tensor v = uniform({2, 3, 50, 8}, 179, f32).detach().to(bf16);
+  const native::AttentionOptions options{.is_causal = true, .scale = 0.7};
+  auto [expected_out, expected_lse] = native::scaled_dot_product_attention(q.to(f32), k.to(f32), v.to(f32), options);
+  const ts::Device device = gpu_test::target();
+  auto [out, lse] = native::scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), options);
+  CHECK(out.dtype() == bf16);
+  REQUIRE(lse.dtype() == f32);
+  std::string problem;
+  CHECK(gpu_test::normalised_error(lse.cpu(), expected_lse, problem) <= gpu_test::tolerance(f32));
+  CHECK(gpu_test::normalised_error(out.cpu().to(f32), expected_out, problem) <= gpu_test::tolerance(bf16));
+  // The backward takes it back in float32 and refuses a bfloat16 one, naming both dtypes.
+  const Tensor grad = ts::ones_like(out);
+  CHECK_NOTHROW(native::scaled_dot_product_attention_backward(grad, q.to(device), k.to(device), v.to(device), out, lse, options));
+  CHECK_THROWS_WITH_AS(native::scaled_dot_product_attention_backward(grad, q.to(device), k.to(device), v.to(device), out,
+                                                                     lse.to(bf16), options),
+                       doctest::Contains("expected the log-sum-exp in float32 for bfloat16 operands, got bfloat16"),
+                       ts::DTypeError);
 }

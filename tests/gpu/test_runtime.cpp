@@ -245,6 +245,58 @@ TEST_CASE("an embedding index out of range is the CPU's IndexError on the device
   CHECK(ts::native::embedding(weight, good).sum().item<float>() == 0.0f);
 }
 
+TEST_CASE("an index out of range in index_select, index_add_, gather and scatter_add_ is the CPU's IndexError, raised late on the device") {
+  // The device checks the indices in its kernels and the next host wait throws, naming the
+  // op, the index and its position, as the CPU does at once; the calls themselves never
+  // wait. Nothing is touched out of range, index_add_ adds nothing (the CPU checks first)
+  // and scatter_add_ adds the indices in range (as the CPU does).
+  const ts::Device device = gpu_test::target();
+  const bool cuda = gpu_test::cuda_target();
+  Tensor self = ts::arange(0, 20, 1, {.dtype = DType::f32}).view({5, 4}).to(device);
+  Tensor index = ts::tensor<int64_t>({0, 7, 2, -1}).to(device);
+  if (cuda) {
+    const int64_t waits = ts::cuda::host_waits();
+    Tensor selected = ts::native::index_select(self, 0, index);
+    Tensor into = ts::zeros({5, 4}, {.device = device});
+    ts::native::index_add_(into, 0, index, ts::ones({4, 4}, {.device = device}));
+    Tensor gathered = ts::native::gather(self, 1, ts::tensor<int64_t>({0, 9}, {1, 2}).to(device));
+    CHECK(ts::cuda::host_waits() == waits);  // queued, not waited for
+    CHECK_THROWS_AS(ts::cuda::synchronize(0), ts::IndexError);  // the first report, once
+    CHECK_NOTHROW(ts::cuda::synchronize(0));
+  }
+  CHECK(contains(error_of([&] { ts::native::index_select(self, 0, index).sum().item<float>(); }),
+                 "index_select: index 7 at position 1 is out of range for dim 0 of size 5 (shape [5, 4])"));
+  // The first bad position across the check's blocks (70000 indices: many blocks).
+  std::vector<int64_t> many(70000, 1);
+  many[60001] = 5;
+  many[65000] = -3;
+  Tensor long_index = ts::tensor<int64_t>(many).to(device);
+  CHECK(contains(error_of([&] { ts::native::index_select(self, 0, long_index).sum().item<float>(); }),
+                 "index_select: index 5 at position 60001 is out of range for dim 0 of size 5"));
+  Tensor into = ts::zeros({5, 4}, {.device = device});
+  CHECK(contains(error_of([&] {
+                   ts::native::index_add_(into, 0, index, ts::ones({4, 4}, {.device = device}));
+                   into.sum().item<float>();
+                 }),
+                 "index_add: index 7 at position 1 is out of range for dim 0 of size 5 (shape [5, 4])"));
+  CHECK(into.sum().item<float>() == 0.0f);  // nothing added
+  Tensor pick = ts::tensor<int64_t>({0, 3, 1, 2, 9, 0}, {2, 3}).to(device);
+  CHECK(contains(error_of([&] { ts::native::gather(self, 1, pick).sum().item<float>(); }),
+                 "gather: index 9 at [1, 1] of the index of shape [2, 3] is out of range for dim 1 of size 4 "
+                 "(self of shape [5, 4])"));
+  Tensor scattered = ts::zeros({3, 4}, {.device = device});
+  CHECK(contains(error_of([&] {
+                   ts::native::scatter_add_(scattered, 1, ts::tensor<int64_t>({0, 1, 9, 2}, {1, 4}).to(device),
+                                            ts::ones({1, 4}, {.device = device}));
+                   scattered.sum().item<float>();
+                 }),
+                 "scatter_add: index 9 at [0, 2] of the index of shape [1, 4] is out of range for dim 1 of size 4 "
+                 "(self of shape [3, 4])"));
+  CHECK(scattered.sum().item<float>() == 3.0f);  // the three in range were added
+  // The device goes on.
+  CHECK(ts::native::index_select(self, 0, ts::tensor<int64_t>({4, 0}).to(device)).sum().item<float>() == 70.0f + 6.0f);
+}
+
 TEST_CASE("mixing devices is a DeviceError naming both") {
   if (!gpu_test::cuda_target()) return;
   Tensor host = ts::ones({3, 3});
@@ -309,7 +361,18 @@ TEST_CASE("the caching allocator splits and merges blocks, so changing sizes reu
 TEST_CASE("memory recorded as used by another stream is reused only once that stream is done") {
   if (!gpu_test::cuda_target()) return;
   const ts::Device device = ts::Device::cuda(0);
+  // 43 MiB: a segment of its own, after the cache was emptied, so which block serves which
+  // request is known. Both blocks are allocated and freed (cached) before the side stream is
+  // held: cudaMalloc and cudaFree synchronise with every stream, so neither may run while a
+  // stream waits for this thread (the suite deadlocked here).
+  ts::cuda::empty_cache(0);
+  constexpr int64_t kBytes = int64_t{43} << 20;
+  {
+    Tensor a = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});
+    Tensor b = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});
+  }
   ts::cuda::Stream side(0);
+  const ts::cuda::CachingAllocatorStats cached = ts::cuda::caching_allocator_stats(0);
   // The side stream is held by a host function until the test lets it go: no timing involved.
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -317,10 +380,6 @@ TEST_CASE("memory recorded as used by another stream is reused only once that st
   TS_CUDA_CHECK(cudaLaunchHostFunc(
       side.handle(), [](void* future) { static_cast<std::shared_future<void>*>(future)->wait(); delete static_cast<std::shared_future<void>*>(future); },
       hold));
-  // 43 MiB: a segment of its own, after the cache was emptied, so which block serves which
-  // request is known.
-  ts::cuda::empty_cache(0);
-  constexpr int64_t kBytes = int64_t{43} << 20;
   void* first = nullptr;
   {
     Tensor used = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});
@@ -328,7 +387,10 @@ TEST_CASE("memory recorded as used by another stream is reused only once that st
     ts::cuda::record_stream(used, side.handle());
   }
   Tensor next = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});
-  CHECK(next.data_ptr() != first);  // still in use on the side stream
+  CHECK(next.data_ptr() != first);  // still in use on the side stream: the other cached block
+  const ts::cuda::CachingAllocatorStats held = ts::cuda::caching_allocator_stats(0);
+  CHECK(held.device_mallocs == cached.device_mallocs);  // nothing reached cudaMalloc/cudaFree while held
+  CHECK(held.device_frees == cached.device_frees);
   release.set_value();
   side.synchronize();
   Tensor again = ts::empty({kBytes}, {.dtype = DType::u8, .device = device});

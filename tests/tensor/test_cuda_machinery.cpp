@@ -225,7 +225,7 @@ TEST_CASE("a kernel's report of an embedding index out of range is the CPU's Ind
   record.values[0] = 5;
   record.values[1] = 1;
   record.values[2] = 5;
-  const ts::cuda::DeviceErrorContext context{"embedding", "[1, 3]"};
+  const ts::cuda::DeviceErrorContext context{.op = "embedding", .index_shape = {1, 3}};
   const std::string device = error_of([&] { ts::cuda::throw_device_error(record, &context); });
   const std::string cpu = error_of([] {
     ts::native::embedding(ts::zeros({5, 2}), ts::tensor<int64_t>({0, 5, 1}).view({1, 3}));
@@ -235,4 +235,43 @@ TEST_CASE("a kernel's report of an embedding index out of range is the CPU's Ind
   CHECK_THROWS_AS(ts::cuda::throw_device_error(record, &context), ts::IndexError);
   // Without its context (evicted), the message still names the index, the position and the bound.
   CHECK(contains(error_of([&] { ts::cuda::throw_device_error(record); }), "index 5 at position 1 of indices (shape unknown)"));
+}
+
+TEST_CASE("a kernel's report of an index out of range is the CPU's IndexError: index_select, index_add_, gather, scatter_add_") {
+  namespace native = ts::native;
+  ts::cuda::DeviceErrorRecord record;
+  record.code = static_cast<uint64_t>(ts::cuda::DeviceErrorCode::index_out_of_range);
+  record.values[0] = 7;  // the index, its position, the dim's size
+  record.values[1] = 1;
+  record.values[2] = 5;
+  const ts::cuda::DeviceErrorContext selecting{.op = "index_select", .index_shape = {4}, .dim = 0, .self_shape = {5, 4}};
+  const ts::Tensor self = ts::zeros({5, 4});
+  const ts::Tensor index = ts::tensor<int64_t>({0, 7, 2, -1});
+  CHECK(error_of([&] { ts::cuda::throw_device_error(record, &selecting); }) ==
+        error_of([&] { native::index_select(self, 0, index); }));
+  const ts::cuda::DeviceErrorContext adding{.op = "index_add", .index_shape = {4}, .dim = 0, .self_shape = {5, 4}};
+  ts::Tensor into = ts::zeros({5, 4});
+  CHECK(error_of([&] { ts::cuda::throw_device_error(record, &adding); }) ==
+        error_of([&] { native::index_add_(into, 0, index, ts::ones({4, 4})); }));
+  CHECK_THROWS_AS(ts::cuda::throw_device_error(record, &selecting), ts::IndexError);
+  CHECK(contains(error_of([&] { ts::cuda::throw_device_error(record); }), "index 7 at position 1 is out of range"));
+
+  // gather and scatter_add_: the position is the element of the walk (line * length + j),
+  // named by its coordinates in the index, as the CPU names it.
+  record.code = static_cast<uint64_t>(ts::cuda::DeviceErrorCode::gather_index);
+  record.values[0] = 9;
+  record.values[1] = 4;  // line 1, j = 1 of an index [2, 3] walked along dim 1: [1, 1]
+  record.values[2] = 4;
+  const ts::Tensor pick = ts::tensor<int64_t>({0, 3, 1, 2, 9, 0}, {2, 3});
+  const ts::cuda::DeviceErrorContext gathering{.op = "gather", .index_shape = {2, 3}, .dim = 1, .self_shape = {5, 4}};
+  const std::string device = error_of([&] { ts::cuda::throw_device_error(record, &gathering); });
+  CHECK(device == error_of([&] { native::gather(self, 1, pick); }));
+  CHECK(contains(device, "gather: index 9 at [1, 1] of the index of shape [2, 3] is out of range for dim 1 of size 4"));
+  // Along dim 0 the walk's lines are the columns: element 3 of [2, 3] along dim 0 is [1, 1].
+  record.values[1] = 3;
+  ts::Tensor scattered = ts::zeros({4, 3});
+  const ts::Tensor place = ts::tensor<int64_t>({0, 1, 2, 3, 9, 0}, {2, 3});
+  const ts::cuda::DeviceErrorContext scattering{.op = "scatter_add", .index_shape = {2, 3}, .dim = 0, .self_shape = {4, 3}};
+  CHECK(error_of([&] { ts::cuda::throw_device_error(record, &scattering); }) ==
+        error_of([&] { native::scatter_add_(scattered, 0, place, ts::ones({2, 3})); }));
 }

@@ -628,7 +628,7 @@ std::tuple<Tensor, Tensor> scaled_dot_product_attention(const AttentionOperands&
   const Tensor& q = operands.q;
   check_cpu(q, op);
   Tensor output = empty(operands.geometry.output_shape(), q.dtype(), q.device());
-  Tensor logsumexp = empty(operands.geometry.logsumexp_shape(), q.dtype(), q.device());
+  Tensor logsumexp = empty(operands.geometry.logsumexp_shape(), attention_score_dtype(q.dtype()), q.device());
   dispatch_floating(q.dtype(), op, [&]<class T>() { forward(make_problem<T>(operands), output, logsumexp); });
   return {output, logsumexp};
 }

@@ -54,9 +54,7 @@ int64_t first_bad_index(const Tensor& index, int64_t size) {
 
 void check_index_values(const Tensor& index, int64_t size, int64_t dim, const Tensor& self, const char* op) {
   const int64_t bad = first_bad_index(index, size);
-  TS_CHECK(bad < 0, IndexError, op, ": index ", bad < 0 ? 0 : static_cast<const int64_t*>(index.data_ptr())[bad],
-           " at position ", bad, " is out of range for dim ", dim, " of size ", size, " (shape ",
-           shape_str(self.sizes()), ")");
+  if (bad >= 0) throw_index_out_of_range(op, static_cast<const int64_t*>(index.data_ptr())[bad], bad, dim, size, self.sizes());
 }
 
 // Element offsets of line `line`'s start in each GatherLines operand.

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tessera/tensor/shape.h"
+
 namespace tessera::cuda {
 
 // Codes of the records (0: none). Kernels of new ops add theirs here, with a message in
@@ -23,6 +25,9 @@ enum class DeviceErrorCode : uint64_t {
   none = 0,
   nll_loss_target = 1,  // values: target, position, classes
   embedding_index = 2,  // values: index, position, embeddings; context: op, the indices' shape
+  index_out_of_range = 3,  // index_select, index_add_: values: index, position, size; context: op, dim, self's shape
+  gather_index = 4,        // gather, scatter_add_: values: index, position in the walk, size; context: op,
+                           // the index's shape, dim, self's shape
 };
 
 struct DeviceErrorRecord {
@@ -31,10 +36,12 @@ struct DeviceErrorRecord {
   uint64_t context = 0;  // what the host registered for the launch (device_errors.h), 0: none
 };
 
-// What a kernel's message needs beyond numbers (the op's name, a shape), kept on the host.
+// What a kernel's message needs beyond numbers (the op's name, shapes), kept on the host.
 struct DeviceErrorContext {
-  std::string op;
-  std::string shape;
+  std::string op{};
+  Shape index_shape{};  // the indices' shape
+  int64_t dim = 0;      // the dim indexed (index and gather ops)
+  Shape self_shape{};   // the shape of the tensor indexed (index and gather ops)
 };
 
 // Throws the exception the CPU throws for this record's condition (IndexError, ...), with

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/stream.h"
 
 namespace tessera::cuda {
 
@@ -104,9 +105,16 @@ FirstBadScratch* first_bad_scratch(int device) {
     DeviceGuard guard(device);
     void* memory = nullptr;
     TS_CUDA_CHECK(cudaMalloc(&memory, sizeof(FirstBadScratch)));  // once per device, never freed
-    const FirstBadScratch initial{~0ull, 0u};
-    TS_CUDA_CHECK(cudaMemcpy(memory, &initial, sizeof initial, cudaMemcpyHostToDevice));
-    errors.scratch = static_cast<FirstBadScratch*>(memory);
+    // {position = ~0, blocks_done = 0}, set on the compute stream, ahead of every kernel that
+    // uses the scratch (they all run there). Not a cudaMemcpy: that runs on the legacy stream,
+    // which the non-blocking compute stream does not wait for. And no host wait either: this
+    // runs under errors_mutex(), which the NCCL watchdog needs to post the error that would
+    // release a compute stream stuck behind a collective.
+    auto* scratch = static_cast<FirstBadScratch*>(memory);
+    const cudaStream_t stream = compute_stream(device);
+    TS_CUDA_CHECK(cudaMemsetAsync(&scratch->position, 0xff, sizeof scratch->position, stream));
+    TS_CUDA_CHECK(cudaMemsetAsync(&scratch->blocks_done, 0, sizeof scratch->blocks_done, stream));
+    errors.scratch = scratch;
   }
   return errors.scratch;
 }

@@ -49,7 +49,7 @@ void check_index_range(const Tensor& indices, int64_t num_embeddings, const char
   const int64_t count = indices.numel();
   if (count == 0) return;
   const int device = indices.device().index;
-  const uint64_t context = register_error_context(device, {op, shape_str(indices.sizes())});
+  const uint64_t context = register_error_context(device, {.op = op, .index_shape = indices.sizes()});
   check_indices_kernel<<<blocks_for(count), kThreads, 0, compute_stream(device)>>>(
       static_cast<const int64_t*>(indices.data_ptr()), count, num_embeddings, first_bad_scratch(device),
       device_error_slot(device), context);

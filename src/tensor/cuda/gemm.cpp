@@ -81,10 +81,12 @@ MatrixOperand as_gemm_operand(const Tensor& batch_of_matrices) {
 }
 
 // C[i] = op(A[i]) * op(B[i]) + beta * C[i] for every batch i, all row-major; C is dense
-// [batches, m, n]. A is m x k after op, B is k x n after op.
+// [batches, m, n] of A's dtype, or float32 for bfloat16 operands (cuBLAS writes the float32
+// accumulator unrounded). A is m x k after op, B is k x n after op.
 void gemm(const char* op, DType dtype, int device, const MatrixOperand& a, const MatrixOperand& b, Tensor& c,
           int64_t batches, int64_t m, int64_t n, int64_t k, double beta) {
   const GemmTypes types = gemm_types(dtype, op);
+  const cudaDataType c_type = gemm_types(c.dtype(), op).data;
   const float alpha_f = 1.0f, beta_f = static_cast<float>(beta);
   const double alpha_d = 1.0, beta_d = beta;
   const void* alpha = types.double_scalars ? static_cast<const void*>(&alpha_d) : &alpha_f;
@@ -93,7 +95,7 @@ void gemm(const char* op, DType dtype, int device, const MatrixOperand& a, const
       cublas_handle(device), b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
       as_int(n, "n", op), as_int(m, "m", op), as_int(k, "k", op), alpha, b.owner.data_ptr(), types.data,
       as_int(b.ld, "leading dimension", op), b.batch_stride, a.owner.data_ptr(), types.data,
-      as_int(a.ld, "leading dimension", op), a.batch_stride, beta_p, c.data_ptr(), types.data, as_int(n, "n", op),
+      as_int(a.ld, "leading dimension", op), a.batch_stride, beta_p, c.data_ptr(), c_type, as_int(n, "n", op),
       m * n, as_int(batches, "batch count", op), types.compute, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -235,11 +237,17 @@ Tensor as_batches(const Tensor& t, int64_t batches, int64_t rows, int64_t cols) 
 
 }  // namespace
 
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) { return matmul(a_in, b_in, a_in.dtype()); }
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in, DType result_dtype) {
   MatmulPlan plan = plan_matmul(a_in, b_in);
   check_cuda(a_in, "matmul");
   gemm_types(a_in.dtype(), "matmul");  // the dtype check, before any work
+  TS_CHECK(result_dtype == a_in.dtype() || (a_in.dtype() == DType::bf16 && result_dtype == DType::f32), DTypeError,
+           "matmul: a product of ", dtype_name(a_in.dtype()), " operands cannot be written as ", dtype_name(result_dtype),
+           " (only bfloat16 operands' may be kept in float32, their accumulation type)");
   DeviceGuard guard(a_in.device());
+  if (result_dtype != plan.out.dtype()) plan.out = empty(plan.out.sizes(), result_dtype, a_in.device());
   const int64_t batches = plan.batches, m = plan.m, k = plan.k, n = plan.n;
   if (plan.out.numel() == 0) return plan.result();
   if (k == 0) {

@@ -5,10 +5,15 @@
 // own their outputs as on the CPU, so they need no atomics and are deterministic:
 // index_add_ gives a thread one column (outer slice, inner position) and adds the rows in
 // k order; scatter_add_ gives a thread one line along dim and adds in order along it.
-// A bad index cannot throw on the device: kernels note its first position with atomicMin
-// and skip it, and the host, after one small copy that waits for the kernel, throws the
-// CPU's IndexError (as nll_loss does). index_add_ checks its index before adding anything.
+// A bad index cannot throw on the device, and the host does not wait to look: the kernels
+// note the first bad position (device_errors.cuh: across blocks, with the launch's last block
+// reporting it) and the next host wait on the device throws the CPU's IndexError, naming
+// the op, the index and its position, as for embedding and nll_loss (PyTorch's device-side
+// asserts surface late the same way). Meanwhile no kernel touches memory out of range:
+// index_select and gather write zeros for a bad index, scatter_add_ skips it (the CPU adds
+// the good ones too), and index_add_ adds nothing at all (the CPU checks before adding).
 #include "tessera/tensor/cuda/cuda_runtime.h"
+#include "tessera/tensor/cuda/device_errors.cuh"
 #include "tessera/tensor/cuda/device_types.cuh"
 #include "tessera/tensor/cuda/launch.cuh"
 #include "tessera/tensor/cuda/kernels.h"
@@ -45,35 +50,40 @@ __global__ void triangle_kernel(const T* x, int64_t n, int64_t rows, int64_t col
 
 // ---- index checks on the device ----
 
-// A device counter for the first bad position, starting at `none` (one past the last).
-struct BadPosition {
-  Tensor slot;
-
-  BadPosition(int64_t none, Device device) : slot(full({}, static_cast<double>(none), DType::i64, device)) {}
-  unsigned long long* pointer() const { return static_cast<unsigned long long*>(slot.data_ptr()); }
-  // Waits for the kernels before it; `none` when every index was in range.
-  int64_t first() const { return slot.item<int64_t>(); }
+// What a launch that may report needs: the device's scratch and record slot, and the
+// context its message names (the op, the shapes).
+struct IndexReport {
+  FirstBadScratch* scratch;
+  DeviceErrorRecord* slot;
+  uint64_t context;
 };
 
-__global__ void check_index_kernel(const int64_t* index, int64_t n, int64_t size, unsigned long long* first_bad) {
-  for (int64_t k = thread_index(); k < n; k += thread_count()) {
-    if (index[k] < 0 || index[k] >= size) atomicMin(first_bad, static_cast<unsigned long long>(k));
-  }
+IndexReport index_report(int device, DeviceErrorContext context) {
+  return {first_bad_scratch(device), device_error_slot(device), register_error_context(device, std::move(context))};
 }
 
-// Throws the CPU's error for a 1-D index with a value outside [0, size).
+__device__ __forceinline__ bool out_of_range(int64_t i, int64_t size) { return i < 0 || i >= size; }
+
+// Reports the first position of a 1-D index whose value is outside [0, size).
+__global__ void check_index_kernel(const int64_t* index, int64_t n, int64_t size, IndexReport report) {
+  for (int64_t k = thread_index(); k < n; k += thread_count()) {
+    if (out_of_range(index[k], size)) note_bad_position(report.scratch, k);
+  }
+  finish_bad_positions(report.scratch, [&](int64_t first) {
+    report_device_error(report.slot, DeviceErrorCode::index_out_of_range, index[first], first, size, report.context);
+  });
+}
+
+// Queues the check of a 1-D index; the next host wait throws the CPU's IndexError.
 void check_index_values(const Tensor& index, int64_t size, int64_t dim, const Tensor& self, const char* op) {
   const int64_t n = index.numel();
   if (n == 0) return;
-  BadPosition bad(n, index.device());
-  check_index_kernel<<<blocks_for(n), kThreads, 0, compute_stream(index.device().index)>>>(
-      static_cast<const int64_t*>(index.data_ptr()), n, size, bad.pointer());
+  const int device = index.device().index;
+  const IndexReport report = index_report(device, {.op = op, .index_shape = index.sizes(), .dim = dim,
+                                                   .self_shape = self.sizes()});
+  check_index_kernel<<<blocks_for(n), kThreads, 0, compute_stream(device)>>>(
+      static_cast<const int64_t*>(index.data_ptr()), n, size, report);
   TS_CUDA_CHECK_LAUNCH("check_index_kernel");
-  const int64_t k = bad.first();
-  if (k == n) return;
-  const int64_t value = view(index, {-1}).select(0, k).item<int64_t>();
-  throw IndexError(detail::concat(op, ": index ", value, " at position ", k, " is out of range for dim ", dim,
-                                  " of size ", size, " (shape ", shape_str(self.sizes()), ")"));
 }
 
 // ---- index_select / index_add_ ----
@@ -84,13 +94,18 @@ __global__ void index_select_kernel(const B* x, const int64_t* index, int64_t ou
   const int64_t total = outer * n * inner;
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
     const int64_t i = e % inner, k = (e / inner) % n, o = e / (inner * n);
-    y[e] = x[(o * size + index[k]) * inner + i];
+    y[e] = out_of_range(index[k], size) ? B{0} : x[(o * size + index[k]) * inner + i];
   }
 }
 
+// Adds nothing when any index is out of range (each thread looks at them all first: the
+// index is short and cached), so that self is left as it was, as the CPU leaves it.
 template <class T>
 __global__ void index_add_kernel(T* y, const int64_t* index, const T* source, int64_t outer, int64_t size,
                                  int64_t n, int64_t inner) {
+  for (int64_t k = 0; k < n; ++k) {
+    if (out_of_range(index[k], size)) return;
+  }
   for (int64_t column = thread_index(); column < outer * inner; column += thread_count()) {
     const int64_t o = column / inner, i = column % inner;
     for (int64_t k = 0; k < n; ++k) {
@@ -136,38 +151,53 @@ DeviceLines device_lines(const GatherLines& g, const char* op) {
   return d;
 }
 
+// The index value at walk position `position` (line * length + j), for the report.
+__device__ int64_t index_at(const int64_t* index, const DeviceLines& g, int64_t position) {
+  int64_t at[3];
+  g.offsets(position / g.length, at);
+  return index[at[0] + (position % g.length) * g.dim_stride[0]];
+}
+
 template <class B>
-__global__ void gather_kernel(const B* x, const int64_t* index, DeviceLines g, B* y, unsigned long long* first_bad) {
+__global__ void gather_kernel(const B* x, const int64_t* index, DeviceLines g, B* y, IndexReport report) {
   const int64_t total = g.lines * g.length;
   for (int64_t e = thread_index(); e < total; e += thread_count()) {
     const int64_t line = e / g.length, j = e % g.length;
     int64_t at[3];
     g.offsets(line, at);
     const int64_t i = index[at[0] + j * g.dim_stride[0]];
-    if (i < 0 || i >= g.self_dim_size) {
-      atomicMin(first_bad, static_cast<unsigned long long>(e));
+    if (out_of_range(i, g.self_dim_size)) {
+      note_bad_position(report.scratch, e);
+      y[at[2] + j * g.dim_stride[2]] = B{0};
       continue;
     }
     y[at[2] + j * g.dim_stride[2]] = x[at[1] + i * g.dim_stride[1]];
   }
+  finish_bad_positions(report.scratch, [&](int64_t first) {
+    report_device_error(report.slot, DeviceErrorCode::gather_index, index_at(index, g, first), first, g.self_dim_size,
+                        report.context);
+  });
 }
 
 template <class T>
-__global__ void scatter_add_kernel(T* y, const int64_t* index, const T* src, DeviceLines g,
-                                   unsigned long long* first_bad) {
+__global__ void scatter_add_kernel(T* y, const int64_t* index, const T* src, DeviceLines g, IndexReport report) {
   for (int64_t line = thread_index(); line < g.lines; line += thread_count()) {
     int64_t at[3];
     g.offsets(line, at);
     for (int64_t j = 0; j < g.length; ++j) {
       const int64_t i = index[at[0] + j * g.dim_stride[0]];
-      if (i < 0 || i >= g.self_dim_size) {
-        atomicMin(first_bad, static_cast<unsigned long long>(line * g.length + j));
+      if (out_of_range(i, g.self_dim_size)) {
+        note_bad_position(report.scratch, line * g.length + j);
         continue;
       }
       T& slot = y[at[1] + i * g.dim_stride[1]];
       slot = store<T>(static_cast<Compute<T>>(load(slot) + load(src[at[2] + j * g.dim_stride[2]])));
     }
   }
+  finish_bad_positions(report.scratch, [&](int64_t first) {
+    report_device_error(report.slot, DeviceErrorCode::gather_index, index_at(index, g, first), first, g.self_dim_size,
+                        report.context);
+  });
 }
 
 }  // namespace
@@ -234,15 +264,15 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   const GatherLines g = gather_lines(index, self, out, d);
   const int64_t total = g.lines * g.length;
   if (total == 0) return out;
-  BadPosition bad(total, self.device());
+  const int device = self.device().index;
+  const IndexReport report = index_report(device, {.op = op, .index_shape = index.sizes(), .dim = d,
+                                                   .self_shape = self.sizes()});
   dispatch_bits(self.dtype(), [&]<class B>() {
-    gather_kernel<B><<<blocks_for(total), kThreads, 0, compute_stream(self.device().index)>>>(
+    gather_kernel<B><<<blocks_for(total), kThreads, 0, compute_stream(device)>>>(
         static_cast<const B*>(self.data_ptr()), static_cast<const int64_t*>(index.data_ptr()), device_lines(g, op),
-        static_cast<B*>(out.data_ptr()), bad.pointer());
+        static_cast<B*>(out.data_ptr()), report);
     TS_CUDA_CHECK_LAUNCH("gather_kernel");
   });
-  const int64_t first = bad.first();
-  if (first < total) throw_bad_gather_index(index, g, first, d, self, op);
   return out;
 }
 
@@ -254,15 +284,15 @@ void scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& 
   const GatherLines g = gather_lines(index, target, src, d);
   const int64_t total = g.lines * g.length;
   if (total == 0) return;
-  BadPosition bad(total, self.device());
+  const int device = self.device().index;
+  const IndexReport report = index_report(device, {.op = op, .index_shape = index.sizes(), .dim = d,
+                                                   .self_shape = self.sizes()});
   dispatch_numeric_on("CUDA", target.dtype(), op, [&]<class T>() {
-    scatter_add_kernel<T><<<blocks_for(g.lines), kThreads, 0, compute_stream(self.device().index)>>>(
+    scatter_add_kernel<T><<<blocks_for(g.lines), kThreads, 0, compute_stream(device)>>>(
         static_cast<T*>(target.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
-        static_cast<const T*>(src.data_ptr()), device_lines(g, op), bad.pointer());
+        static_cast<const T*>(src.data_ptr()), device_lines(g, op), report);
     TS_CUDA_CHECK_LAUNCH("scatter_add_kernel");
   });
-  const int64_t first = bad.first();
-  if (first < total) throw_bad_gather_index(index, g, first, d, self, op);
   if (!target.is_same(self)) native::copy_(self, target);
 }
 

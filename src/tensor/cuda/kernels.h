@@ -7,7 +7,8 @@
 // that device's compute stream without waiting for it. Element-wise kernels, copies and
 // reductions read strided and broadcast operands directly; GEMM, cuDNN, pooling, softmax,
 // loss and dropout kernels make their inputs contiguous first. float32 and float64
-// everywhere; bfloat16 for copies, element-wise ops, sums, matmul/linear and convolution.
+// everywhere; bfloat16 for what GPT-2 and the MNIST network run under mixed precision
+// (docs/gpu.md lists the ops).
 #pragma once
 
 #include "tessera/tensor/native.h"
@@ -15,5 +16,9 @@
 namespace tessera::cuda {
 
 #include "tessera/tensor/device_kernels.inc"
+
+// CUDA only: matmul with the product written in `result_dtype`, a's dtype or, for bfloat16
+// operands, float32, their accumulation type (attention's scores and their gradients).
+Tensor matmul(const Tensor& a, const Tensor& b, DType result_dtype);
 
 }  // namespace tessera::cuda

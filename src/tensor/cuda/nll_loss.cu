@@ -2,7 +2,7 @@
 // (kernel_shapes.h's NllLayout: target position p = n * inner + i).
 //
 // Forward: one block walks the positions (a batch has thousands at most), each thread
-// accumulating its rows' terms and weights in double, then the block sums them in a
+// accumulating its rows' terms and weights in double (bfloat16 inputs too), then the block sums them in a
 // fixed order, so the result is reproducible and as precise as the CPU's. A target
 // outside [0, classes) (other than ignore_index) cannot throw on the device: the block
 // finds the first such position and reports it (device_errors.cuh), and the next host
@@ -40,11 +40,11 @@ __global__ void nll_loss_kernel(const T* log_probs, const int64_t* target, const
       if (cls < 0 || cls >= classes) {
         atomicMin(&first_bad_row, static_cast<unsigned long long>(n));
       } else {
-        row_weight = weight != nullptr ? static_cast<double>(weight[cls]) : 1.0;
-        term = -static_cast<double>(log_probs[((n / inner) * classes + cls) * inner + n % inner]) * row_weight;
+        row_weight = weight != nullptr ? static_cast<double>(load(weight[cls])) : 1.0;
+        term = -static_cast<double>(load(log_probs[((n / inner) * classes + cls) * inner + n % inner])) * row_weight;
       }
     }
-    if (reduction == Reduction::none) loss[n] = static_cast<T>(term);
+    if (reduction == Reduction::none) loss[n] = store<T>(static_cast<Compute<T>>(term));
     total += term;
     weight_sum += row_weight;
   }
@@ -55,9 +55,9 @@ __global__ void nll_loss_kernel(const T* log_probs, const int64_t* target, const
     report_device_error(errors, DeviceErrorCode::nll_loss_target, target[row], row, classes);
   }
   if (threadIdx.x == 0) {
-    total_weight[0] = static_cast<T>(weight_sum);
-    if (reduction == Reduction::sum) loss[0] = static_cast<T>(total);
-    if (reduction == Reduction::mean) loss[0] = static_cast<T>(total / weight_sum);
+    total_weight[0] = store<T>(static_cast<Compute<T>>(weight_sum));
+    if (reduction == Reduction::sum) loss[0] = store<T>(static_cast<Compute<T>>(total));
+    if (reduction == Reduction::mean) loss[0] = store<T>(static_cast<Compute<T>>(total / weight_sum));
   }
 }
 
@@ -68,10 +68,11 @@ __global__ void nll_loss_backward_kernel(const T* grad_output, const int64_t* ta
   for (int64_t n = thread_index(); n < rows; n += thread_count()) {
     const int64_t cls = target[n];
     if (cls == ignore_index || cls < 0 || cls >= classes) continue;
-    const T scale = reduction == Reduction::mean ? grad_output[0] / total_weight[0] : grad_output[0];
-    const T row_scale = reduction == Reduction::none ? grad_output[n] : scale;
-    const T class_weight = weight != nullptr ? weight[cls] : T(1);
-    grad_input[((n / inner) * classes + cls) * inner + n % inner] = -class_weight * row_scale;
+    using C = Compute<T>;
+    const C scale = reduction == Reduction::mean ? load(grad_output[0]) / load(total_weight[0]) : load(grad_output[0]);
+    const C row_scale = reduction == Reduction::none ? load(grad_output[n]) : scale;
+    const C class_weight = weight != nullptr ? load(weight[cls]) : C(1);
+    grad_input[((n / inner) * classes + cls) * inner + n % inner] = store<T>(-class_weight * row_scale);
   }
 }
 
@@ -88,7 +89,7 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& ta
   Tensor loss = empty(nll_loss_shape(target, reduction), log_probs.dtype(), device);
   Tensor total_weight = empty({}, log_probs.dtype(), device);
   DeviceErrorRecord* errors = device_error_slot(device.index);
-  device_dispatch_floating(log_probs.dtype(), "nll_loss", [&]<class T>() {
+  device_dispatch_floating_bf16(log_probs.dtype(), "nll_loss", [&]<class T>() {
     nll_loss_kernel<T><<<1, kThreads, 0, compute_stream(device.index)>>>(
         static_cast<const T*>(log_probs.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
         weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr, rows, classes, inner, ignore_index,
@@ -120,7 +121,7 @@ Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, 
            "nll_loss_backward: gradient of shape ", shape_str(grad_output.sizes()), " does not match target of shape ",
            shape_str(target.sizes()), " with this reduction");
   Tensor grad_input = empty(log_probs.sizes(), log_probs.dtype(), device);
-  device_dispatch_floating(log_probs.dtype(), "nll_loss_backward", [&]<class T>() {
+  device_dispatch_floating_bf16(log_probs.dtype(), "nll_loss_backward", [&]<class T>() {
     cuda::fill_(grad_input, 0.0);
     if (rows == 0) return;
     nll_loss_backward_kernel<T><<<blocks_for(rows), kThreads, 0, compute_stream(device.index)>>>(

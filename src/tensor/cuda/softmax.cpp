@@ -6,6 +6,9 @@
 // CUDNN_SOFTMAX_ACCURATE subtracts the row maximum first, as the CPU does; the backward
 // formulas are the CPU's: log_softmax dx = dy - exp(y) * sum(dy), softmax
 // dx = y * (dy - sum(dy * y)).
+// bfloat16 runs as float32 (the operands widened, the result rounded once), as PyTorch's
+// softmax accumulates bfloat16 in float: the sums over a row would otherwise round at every
+// step, and cuDNN's legacy softmax promises only float32 and float64.
 #include "tessera/config.h"
 #include "tessera/tensor/cuda/kernels.h"
 #include "tessera/tensor/kernel_shapes.h"
@@ -34,6 +37,14 @@ cudnnDataType_t softmax_data_type(DType dtype, const char* op) {
       throw DTypeError(detail::concat(op, ": expected a float32 or float64 CUDA tensor, got ", dtype_name(dtype)));
   }
 }
+
+void check_softmax_dtype(DType dtype, const char* op) {
+  TS_CHECK(dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16, DTypeError, op,
+           ": expected a float32, float64 or bfloat16 CUDA tensor, got ", dtype_name(dtype));
+}
+
+// bfloat16 operands widened to float32 (computed there), anything else as it is.
+Tensor computed_in(const Tensor& t) { return t.dtype() == DType::bf16 ? to_dtype(t, DType::f32) : t; }
 
 // The cached descriptor of a [outer, size, inner, 1] tensor. Descriptors are host
 // objects, valid on every device; the cache lives until exit.
@@ -65,8 +76,9 @@ cudnnSoftmaxAlgorithm_t algorithm(bool log) { return log ? CUDNN_SOFTMAX_LOG : C
 Tensor run_softmax_forward(const Tensor& self_in, int64_t dim, bool log, const char* op) {
   check_defined(self_in, op);
   check_cuda(self_in, op);
-  softmax_data_type(self_in.dtype(), op);
+  check_softmax_dtype(self_in.dtype(), op);
   DeviceGuard guard(self_in.device());
+  if (self_in.dtype() == DType::bf16) return to_dtype(run_softmax_forward(computed_in(self_in), dim, log, op), DType::bf16);
   Tensor self = contiguous(self_in);
   SoftmaxLayout layout = softmax_layout(self, dim, op);
   Tensor out = empty(self.sizes(), self.dtype(), self.device());
@@ -82,8 +94,11 @@ Tensor run_softmax_forward(const Tensor& self_in, int64_t dim, bool log, const c
 Tensor run_softmax_backward(const Tensor& grad_in, const Tensor& output_in, int64_t dim, bool log, const char* op) {
   check_softmax_backward_operands(grad_in, output_in, op);
   check_cuda(grad_in, op);
-  softmax_data_type(grad_in.dtype(), op);
+  check_softmax_dtype(grad_in.dtype(), op);
   DeviceGuard guard(grad_in.device());
+  if (grad_in.dtype() == DType::bf16) {
+    return to_dtype(run_softmax_backward(computed_in(grad_in), computed_in(output_in), dim, log, op), DType::bf16);
+  }
   Tensor grad = contiguous(grad_in), output = contiguous(output_in);
   SoftmaxLayout layout = softmax_layout(output, dim, op);
   Tensor grad_input = empty(output.sizes(), output.dtype(), output.device());
