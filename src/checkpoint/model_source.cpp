@@ -32,12 +32,22 @@ Tensor ModelSource::shard(size_t unit, const std::string& state) const {
   return out;
 }
 
-Tensor ModelSource::slice(size_t unit, const std::string& state, int64_t first, int64_t count) const {
+fsdp::ElementRange ModelSource::written(size_t unit) const {
+  const ModelUnit& model_unit = view_.units.at(unit);
+  if (!model_unit.replicated) return held(unit);
+  return save_range(model_unit.info.layout.flat_numel(), view_.group->size(), view_.group->rank());
+}
+
+Tensor ModelSource::shard_slice(size_t unit, const std::string& state, int64_t first, int64_t count) const {
   fsdp::ElementRange range = held(unit);
   TS_CHECK(first >= range.begin && count >= 0 && first + count <= range.end, IndexError, "checkpoint: elements [",
            first, ", ", first + count, ") of unit '", view_.units.at(unit).info.name, "' are not held by rank ",
            view_.group->rank(), " (it holds [", range.begin, ", ", range.end, "))");
-  Tensor part = native::narrow(shard(unit, state), 0, first - view_.units[unit].info.range.begin, count);
+  return native::narrow(shard(unit, state), 0, first - view_.units[unit].info.range.begin, count);
+}
+
+Tensor ModelSource::slice(size_t unit, const std::string& state, int64_t first, int64_t count) const {
+  Tensor part = shard_slice(unit, state, first, count);
   if (part.is_cuda()) part = native::to_device(part, Device::cpu());
   return native::contiguous(part);
 }

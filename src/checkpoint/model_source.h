@@ -21,6 +21,14 @@ class ModelSource final : public FlatSource {
 
   // The elements of unit `unit` this rank holds: its shard range clipped to the flat vector.
   fsdp::ElementRange held(size_t unit) const;
+  // The elements of unit `unit` this rank writes: those it holds, or, for a unit every rank
+  // holds whole (NO_SHARD), its even share of the writing.
+  fsdp::ElementRange written(size_t unit) const;
+  // Elements [first, first + count) of this rank's shard of `state`, where the shard lives
+  // (a view on the CPU or the GPU; slice() brings them to the CPU).
+  Tensor shard_slice(size_t unit, const std::string& state, int64_t first, int64_t count) const;
+  // Records in the manifest whether the state saved is finite (Manifest::finite).
+  void record_finite(bool finite) { manifest_.finite = finite; }
   // This rank's whole shard of flat tensor `state` (padding included): for optimizer state
   // assembled from the parameters' segments when the optimizer steps original parameters.
   Tensor shard(size_t unit, const std::string& state) const;

@@ -1,0 +1,34 @@
+// Finding NaN and infinities in what a checkpoint saves (internal). CheckpointManager
+// refuses to save non-finite state unless told to (CheckpointManagerOptions::
+// allow_non_finite), naming the first such element; the check reads the bytes the save
+// copies or writes anyway, by exponent bits (one vectorised pass).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tessera/checkpoint/flat_source.h"
+#include "tessera/checkpoint/sharded_writer.h"
+#include "tessera/tensor/tensor.h"
+
+namespace tessera::checkpoint::detail {
+
+// The index of the first NaN or infinite element of `values` (contiguous, in host memory);
+// -1 when every element is finite or the dtype is not a floating one.
+int64_t first_non_finite(const Tensor& values);
+
+// "rank 1: parameter 'fc1.weight' (of unit 'fc1') holds nan at element 17 of its 35" for
+// element `index` of this rank's slice of unit `unit`'s flat tensor `state` ("" for the
+// parameter) that begins at flat element `first`; `value` is the element.
+std::string non_finite_message(const UnitRecord& unit, const std::string& state, int64_t flat_index, double value,
+                               int rank);
+// The same for element `index` of buffer `name`.
+std::string non_finite_buffer_message(const std::string& name, int64_t index, double value);
+
+// The first non-finite element of what this rank writes from `source` (its `written`
+// ranges of every flat tensor, and the buffers on rank 0), described; nullopt when all of it
+// is finite. For saves that write straight from the model (synchronous ones).
+std::optional<std::string> find_non_finite(const FlatSource& source, const WrittenRange& written, int rank);
+
+}  // namespace tessera::checkpoint::detail
