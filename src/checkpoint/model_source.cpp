@@ -1,5 +1,7 @@
 #include "tessera/checkpoint/model_source.h"
 
+#include <algorithm>
+
 #include "tessera/tensor/native.h"
 
 namespace tessera::checkpoint::detail {
@@ -30,6 +32,27 @@ Tensor ModelSource::shard(size_t unit, const std::string& state) const {
   TS_CHECK(out.defined(), ValueError, "checkpoint: unit '", model_unit.info.name, "' has no optimizer state '", state,
            "'");
   return out;
+}
+
+void ModelSource::copy_state_slice(size_t unit, const std::string& state, int64_t first, Tensor destination) const {
+  const ModelUnit& model_unit = view_.units.at(unit);
+  TS_CHECK(with_.optimizer != nullptr, ValueError, "checkpoint: unit '", model_unit.info.name, "' has no optimizer state");
+  const int64_t begin = first - model_unit.info.range.begin, end = begin + destination.numel();  // in the shard
+  bool found = false;
+  for (size_t i = 0; i < view_.optimizer_params.size(); ++i) {
+    const OptimizerParam& where = view_.optimizer_params[i];
+    const StateDict& states = with_.optimizer->state(i);
+    if (where.unit != unit || !states.contains(state)) continue;
+    const Tensor values = states.at(state).detach();
+    if (where.entry < 0) return native::copy_(destination, native::narrow(values, 0, begin, end - begin));
+    if (!found) native::fill_(destination, 0.0);
+    found = true;
+    const int64_t from = std::max(begin, where.shard_offset), to = std::min(end, where.shard_offset + where.numel);
+    if (to <= from) continue;
+    Tensor segment = native::narrow(destination, 0, from - begin, to - from);
+    native::copy_(segment, native::narrow(values, 0, from - where.shard_offset, to - from));
+  }
+  TS_CHECK(found, ValueError, "checkpoint: unit '", model_unit.info.name, "' has no optimizer state '", state, "'");
 }
 
 fsdp::ElementRange ModelSource::written(size_t unit) const {

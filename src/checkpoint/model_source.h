@@ -27,6 +27,10 @@ class ModelSource final : public FlatSource {
   // Elements [first, first + count) of this rank's shard of `state`, where the shard lives
   // (a view on the CPU or the GPU; slice() brings them to the CPU).
   Tensor shard_slice(size_t unit, const std::string& state, int64_t first, int64_t count) const;
+  // Copies elements [first, first + destination.numel()) of this rank's shard of optimizer
+  // state `state` into `destination` (any device), without assembling the whole shard when
+  // the optimizer steps original parameters: each one's segment, zero between them.
+  void copy_state_slice(size_t unit, const std::string& state, int64_t first, Tensor destination) const;
   // Records in the manifest whether the state saved is finite (Manifest::finite).
   void record_finite(bool finite) { manifest_.finite = finite; }
   // This rank's whole shard of flat tensor `state` (padding included): for optimizer state

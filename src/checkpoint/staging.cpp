@@ -1,6 +1,7 @@
 #include "tessera/checkpoint/staging.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "tessera/checkpoint/finite.h"
 #include "tessera/tensor/native.h"
@@ -18,21 +19,25 @@ Tensor host_buffer(Tensor reuse, int64_t numel, DType dtype, bool pinned) {
 }
 
 // Copies `from` into `to` (both 1-D, as many elements) and returns the index of the first
-// non-finite element (-1: none). From host memory, chunk by chunk, each checked while it is
-// in cache; from a GPU, one transfer, then one pass.
+// non-finite element (-1: none). From host memory, chunk by chunk with memcpy on this thread
+// (no parallel region whose idle workers would spin beside the writer), each chunk checked
+// while it is in cache; from a GPU, one transfer, then one pass.
 int64_t copy_checking(Tensor to, const Tensor& from) {
-  if (!from.device().is_cpu()) {
+  if (!from.device().is_cpu() || !from.is_contiguous() || from.dtype() != to.dtype()) {
     native::copy_(to, from);
     return first_non_finite(to);
   }
-  constexpr int64_t kChunk = int64_t{1} << 18;
+  constexpr int64_t kChunkBytes = int64_t{1} << 20;
+  const int64_t element = static_cast<int64_t>(element_size(to.dtype()));
+  const int64_t chunk = std::max<int64_t>(1, kChunkBytes / element);
+  char* destination = static_cast<char*>(to.data_ptr());
+  const char* source = static_cast<const char*>(from.data_ptr());
   int64_t first_bad = -1;
-  for (int64_t start = 0; start < to.numel(); start += kChunk) {
-    const int64_t count = std::min(kChunk, to.numel() - start);
-    Tensor part = native::narrow(to, 0, start, count);
-    native::copy_(part, native::narrow(from, 0, start, count));
+  for (int64_t start = 0; start < to.numel(); start += chunk) {
+    const int64_t count = std::min(chunk, to.numel() - start);
+    std::memcpy(destination + start * element, source + start * element, static_cast<size_t>(count * element));
     if (first_bad < 0) {
-      const int64_t bad = first_non_finite(part);
+      const int64_t bad = first_non_finite(native::narrow(to, 0, start, count));
       if (bad >= 0) first_bad = start + bad;
     }
   }
@@ -59,12 +64,17 @@ std::optional<std::string> StagedState::stage(const ModelSource& source, int ran
     ranges_.push_back(range);
     std::vector<std::string> states{""};
     states.insert(states.end(), unit.state_tensors.begin(), unit.state_tensors.end());
+    const bool pinned = !source.shard_slice(u, "", range.begin, 0).device().is_cpu();
     for (const std::string& state : states) {
-      const Tensor from = source.shard_slice(u, state, range.begin, range.size());
       auto key = std::make_pair(u, state);
-      Tensor& reuse = previous[key];
-      Tensor to = host_buffer(std::move(reuse), range.size(), unit.dtype, !from.device().is_cpu());
-      const int64_t bad = copy_checking(to, from);
+      Tensor to = host_buffer(std::move(previous[key]), range.size(), unit.dtype, pinned);
+      int64_t bad = -1;
+      if (state.empty()) {
+        bad = copy_checking(to, source.shard_slice(u, state, range.begin, range.size()));
+      } else {  // assembled from each parameter's state where the optimizer steps original parameters
+        source.copy_state_slice(u, state, range.begin, to);
+        bad = first_non_finite(to);
+      }
       if (bad >= 0 && !problem) problem = non_finite_message(unit, state, range.begin + bad, element(to, bad), rank);
       slices_.emplace(std::move(key), std::move(to));
     }

@@ -102,6 +102,33 @@ TEST_CASE("an asynchronous save writes what a synchronous one does, while traini
   CHECK(async.checkpoints().size() == 4);
 }
 
+TEST_CASE("an optimizer of original parameters in two groups: the asynchronous save's files equal the synchronous one's") {
+  TempDir dir;
+  SmallNet model;
+  model.reset_parameters(4);
+  ts::fsdp::fully_shard(model, one_rank());
+  std::vector<ts::Tensor> weights, others;
+  for (auto& [name, parameter] : ts::fsdp::named_original_parameters(model)) {
+    (name.find("weight") != std::string::npos ? weights : others).push_back(parameter);
+  }
+  ts::optim::AdamW adamw({{weights, {.weight_decay = 0.1}}, {others, {.weight_decay = 0.0}}}, {.lr = 0.01});
+  ts::Generator gen(8);
+  for (int step = 0; step < 2; ++step) {
+    adamw.zero_grad();
+    model(ts::randn({4, 7}, gen)).pow(2.0).mean().backward();
+    adamw.step();
+  }
+  ckpt::CheckpointManager sync(dir.file("sync"));
+  ckpt::CheckpointManager async(dir.file("async"), {.async_save = true});
+  sync.save(model, {.optimizer = &adamw}, {.step = 2});
+  async.save(model, {.optimizer = &adamw}, {.step = 2});
+  async.wait();
+  for (const std::string& name : {"metadata.json", "rank-00000-of-00001.safetensors"}) {
+    CAPTURE(name);
+    CHECK(file_text(dir.file("async") + "/step-00000002/" + name) == file_text(dir.file("sync") + "/step-00000002/" + name));
+  }
+}
+
 TEST_CASE("the staged copy is counted, named when an allocation is refused, and refused past the memory limit") {
   TempDir dir;
   Trained trained(one_rank(), 2);
