@@ -32,15 +32,19 @@ std::string value_text(double value) { return value != value ? "nan" : (value > 
 
 }  // namespace
 
-int64_t first_non_finite(const Tensor& values) {
-  if (values.numel() == 0) return -1;
-  const void* data = values.data_ptr();
-  switch (values.dtype()) {
-    case DType::f32: return first_with_exponent<uint32_t>(data, values.numel(), 0x7f800000u);
-    case DType::f64: return first_with_exponent<uint64_t>(data, values.numel(), 0x7ff0000000000000ull);
-    case DType::bf16: return first_with_exponent<uint16_t>(data, values.numel(), uint16_t{0x7f80});
+int64_t first_non_finite(const void* data, int64_t count, DType dtype) {
+  if (count == 0) return -1;
+  switch (dtype) {
+    case DType::f32: return first_with_exponent<uint32_t>(data, count, 0x7f800000u);
+    case DType::f64: return first_with_exponent<uint64_t>(data, count, 0x7ff0000000000000ull);
+    case DType::bf16: return first_with_exponent<uint16_t>(data, count, uint16_t{0x7f80});
     default: return -1;
   }
+}
+
+int64_t first_non_finite(const Tensor& values) {
+  if (values.numel() == 0) return -1;
+  return first_non_finite(values.data_ptr(), values.numel(), values.dtype());
 }
 
 std::string non_finite_message(const UnitRecord& unit, const std::string& state, int64_t flat_index, double value,

@@ -17,6 +17,8 @@ namespace tessera::checkpoint::detail {
 // The index of the first NaN or infinite element of `values` (contiguous, in host memory);
 // -1 when every element is finite or the dtype is not a floating one.
 int64_t first_non_finite(const Tensor& values);
+// The same for `count` elements of `dtype` at `data`.
+int64_t first_non_finite(const void* data, int64_t count, DType dtype);
 
 // "rank 1: parameter 'fc1.weight' (of unit 'fc1') holds nan at element 17 of its 35" for
 // element `index` of this rank's slice of unit `unit`'s flat tensor `state` ("" for the

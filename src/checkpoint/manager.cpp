@@ -20,11 +20,11 @@
 #include "tessera/checkpoint/sharded_writer.h"
 #include "tessera/checkpoint/staging.h"
 #include "tessera/dist/errors.h"
-#include "tessera/tensor/memory_limit.h"
 #include "tessera/fsdp/fully_shard.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/durable.h"
 #include "tessera/io/posix_file.h"
+#include "tessera/tensor/memory_limit.h"
 
 namespace tessera::checkpoint {
 
@@ -243,6 +243,7 @@ struct CheckpointManager::AsyncSave {
   // Duplicates of the model's group and replica group: the background thread's
   // collectives must not share a group with training's (one thread at a time per group).
   std::shared_ptr<dist::ProcessGroup> writers, writer_replicas;
+  dist::ProcessGroup* duplicated_from = nullptr;
   // The save in flight, and the model's groups on which poll() agrees it is done.
   std::future<void> in_flight;
   std::string path;
@@ -403,10 +404,11 @@ void CheckpointManager::start_async_save(nn::Module& model, const Stateful& with
   const std::string what = "saving checkpoint '" + path + "'";
   if (!async_) async_ = std::make_unique<AsyncSave>(root_);
   AsyncSave& async = *async_;
-  if (!async.writers) {  // collective: every rank's first asynchronous save comes here
+  if (async.duplicated_from != &group) {  // collective: every rank's first asynchronous save of this model
     try {
       async.writers = group.duplicate();
-      if (replicas != nullptr) async.writer_replicas = replicas->duplicate();
+      async.writer_replicas = replicas != nullptr ? replicas->duplicate() : nullptr;
+      async.duplicated_from = &group;
     } catch (const dist::DistError& error) {
       throw CheckpointError(tessera::detail::concat(what, ": asynchronous saves write beside training, on a group of "
                                                           "their own, which this job cannot make: ", error.what()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "tessera/checkpoint/finite.h"
 #include "tessera/tensor/native.h"
@@ -19,29 +20,30 @@ Tensor host_buffer(Tensor reuse, int64_t numel, DType dtype, bool pinned) {
 }
 
 // Copies `from` into `to` (both 1-D, as many elements) and returns the index of the first
-// non-finite element (-1: none). From host memory, chunk by chunk with memcpy on this thread
-// (no parallel region whose idle workers would spin beside the writer), each chunk checked
-// while it is in cache; from a GPU, one transfer, then one pass.
+// non-finite element (-1: none). From host memory: 1 MiB chunks spread over the threads
+// (training waits for this copy, so it may use them all), each chunk checked while it is
+// in cache; from a GPU, one transfer, then one pass.
 int64_t copy_checking(Tensor to, const Tensor& from) {
   if (!from.device().is_cpu() || !from.is_contiguous() || from.dtype() != to.dtype()) {
     native::copy_(to, from);
     return first_non_finite(to);
   }
-  constexpr int64_t kChunkBytes = int64_t{1} << 20;
-  const int64_t element = static_cast<int64_t>(element_size(to.dtype()));
-  const int64_t chunk = std::max<int64_t>(1, kChunkBytes / element);
+  if (to.numel() == 0) return -1;
+  const DType dtype = to.dtype();
+  const int64_t element = static_cast<int64_t>(element_size(dtype));
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / element), numel = to.numel();
+  const int64_t chunks = (numel + chunk - 1) / chunk;
   char* destination = static_cast<char*>(to.data_ptr());
   const char* source = static_cast<const char*>(from.data_ptr());
-  int64_t first_bad = -1;
-  for (int64_t start = 0; start < to.numel(); start += chunk) {
-    const int64_t count = std::min(chunk, to.numel() - start);
+  int64_t first_bad = std::numeric_limits<int64_t>::max();
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t start = c * chunk, count = std::min(chunk, numel - start);
     std::memcpy(destination + start * element, source + start * element, static_cast<size_t>(count * element));
-    if (first_bad < 0) {
-      const int64_t bad = first_non_finite(native::narrow(to, 0, start, count));
-      if (bad >= 0) first_bad = start + bad;
-    }
+    const int64_t bad = first_non_finite(destination + start * element, count, dtype);
+    if (bad >= 0) first_bad = std::min(first_bad, start + bad);
   }
-  return first_bad;
+  return first_bad == std::numeric_limits<int64_t>::max() ? -1 : first_bad;
 }
 
 double element(const Tensor& values, int64_t index) {

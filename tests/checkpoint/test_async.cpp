@@ -9,8 +9,6 @@
 #include "checkpoint_test_support.h"
 
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -40,30 +38,6 @@ void set_flat_element(Trained& trained, const std::string& name, int64_t index, 
   for (auto& [parameter_name, parameter] : trained.model.named_parameters()) {
     if (parameter_name == name) static_cast<float*>(parameter.data_ptr())[index] = value;
   }
-}
-
-// What `action` in a forked child wrote to the pipe it is given (the child exits after).
-template <class F>
-std::string in_child(F&& action) {
-  int pipe_fds[2];
-  REQUIRE(::pipe(pipe_fds) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(pipe_fds[0]);
-    std::string message = action();
-    (void)::write(pipe_fds[1], message.data(), message.size());
-    ::_exit(0);
-  }
-  ::close(pipe_fds[1]);
-  std::string message;
-  char buffer[4096];
-  for (ssize_t got; (got = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) message.append(buffer, static_cast<size_t>(got));
-  ::close(pipe_fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK_MESSAGE(!WIFSIGNALED(status), "killed by signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  return message;
 }
 
 }  // namespace
@@ -184,7 +158,7 @@ TEST_CASE("a failed background write is reported by the next poll, once, and lat
     for (uint64_t step : {1, 2, 3}) manager.save(trained.model, trained.with(), {.step = step});
     manager.wait();
   }
-  const std::string outcome = in_child([&] {
+  const std::string outcome = in_forked_child([&] {
     ckpt::CheckpointManager manager(root, {.keep_last = 2, .async_save = true});
     manager.restore(trained.model, trained.with());
     struct rlimit limit{.rlim_cur = 1024, .rlim_max = RLIM_INFINITY};
