@@ -69,28 +69,37 @@ std::string non_finite_buffer_message(const std::string& name, int64_t index, do
                                  "CheckpointManagerOptions::allow_non_finite saves it anyway");
 }
 
-std::optional<std::string> find_non_finite(const FlatSource& source, const WrittenRange& written, int rank) {
+std::optional<std::string> find_non_finite(const ModelSource& source, int rank) {
   const Manifest& manifest = source.manifest();
+  // The index of the first non-finite element of `values` (read on the host), or -1.
+  auto first_bad = [](Tensor& values) {
+    if (!values.device().is_cpu()) values = native::to_device(values, Device::cpu());
+    values = native::contiguous(values);
+    return first_non_finite(values);
+  };
+  auto element = [](const Tensor& values, int64_t index) {
+    return native::narrow(values, 0, index, 1).to(DType::f64).item<double>();
+  };
   for (size_t u = 0; u < manifest.units.size(); ++u) {
     const UnitRecord& unit = manifest.units[u];
-    const fsdp::ElementRange range = written(u);
-    std::vector<std::string> states{""};
-    states.insert(states.end(), unit.state_tensors.begin(), unit.state_tensors.end());
-    for (const std::string& state : states) {
-      const Tensor values = source.slice(u, state, range.begin, range.size());
-      const int64_t bad = first_non_finite(values);
-      if (bad >= 0) {
-        const double value = native::narrow(values, 0, bad, 1).to(DType::f64).item<double>();
-        return non_finite_message(unit, state, range.begin + bad, value, rank);
+    const fsdp::ElementRange range = source.written(u);
+    Tensor parameter = source.shard_slice(u, "", range.begin, range.size());
+    if (const int64_t bad = first_bad(parameter); bad >= 0) {
+      return non_finite_message(unit, "", range.begin + bad, element(parameter, bad), rank);
+    }
+    for (const std::string& state : unit.state_tensors) {
+      for (ModelSource::StatePiece piece : source.state_pieces(u, state, range.begin, range.size())) {
+        if (const int64_t bad = first_bad(piece.values); bad >= 0) {
+          return non_finite_message(unit, state, piece.first + bad, element(piece.values, bad), rank);
+        }
       }
     }
   }
   if (rank != 0) return std::nullopt;
   for (const BufferRecord& buffer : manifest.buffers) {
-    const Tensor values = native::view(source.buffer(buffer.name), {-1});
-    const int64_t bad = first_non_finite(values);
-    if (bad >= 0) {
-      return non_finite_buffer_message(buffer.name, bad, native::narrow(values, 0, bad, 1).to(DType::f64).item<double>());
+    Tensor values = native::view(source.buffer(buffer.name), {-1});
+    if (const int64_t bad = first_bad(values); bad >= 0) {
+      return non_finite_buffer_message(buffer.name, bad, element(values, bad));
     }
   }
   return std::nullopt;

@@ -8,8 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "tessera/checkpoint/flat_source.h"
-#include "tessera/checkpoint/sharded_writer.h"
+#include "tessera/checkpoint/model_source.h"
 #include "tessera/tensor/tensor.h"
 
 namespace tessera::checkpoint::detail {
@@ -28,9 +27,9 @@ std::string non_finite_message(const UnitRecord& unit, const std::string& state,
 // The same for element `index` of buffer `name`.
 std::string non_finite_buffer_message(const std::string& name, int64_t index, double value);
 
-// The first non-finite element of what this rank writes from `source` (its `written`
-// ranges of every flat tensor, and the buffers on rank 0), described; nullopt when all of it
-// is finite. For saves that write straight from the model (synchronous ones).
-std::optional<std::string> find_non_finite(const FlatSource& source, const WrittenRange& written, int rank);
+// The first non-finite element of what this rank writes from the live model (its written
+// ranges of every flat parameter and optimizer state, read where they are, and the buffers
+// on rank 0), described; nullopt when all of it is finite. For synchronous saves.
+std::optional<std::string> find_non_finite(const ModelSource& source, int rank);
 
 }  // namespace tessera::checkpoint::detail

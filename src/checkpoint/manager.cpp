@@ -388,13 +388,13 @@ void CheckpointManager::save_here(nn::Module& model, const Stateful& with, const
   const std::string what = "saving checkpoint '" + root_ + "/" + directory_name(training.step) + "'";
   const detail::ModelView view = detail::ModelView::of(model, with.optimizer);
   std::optional<detail::ModelSource> described;
-  auto written = [&](size_t unit) { return described->written(unit); };
   const std::vector<std::string> finite =
       detail::describe_on_every_rank(view, with, training, what, described, [&](detail::ModelSource& source) {
-        return finiteness(detail::find_non_finite(source, written, group.rank()), options_.allow_non_finite);
+        return finiteness(detail::find_non_finite(source, group.rank()), options_.allow_non_finite);
       });
   described->record_finite(all_finite(finite));
-  write_and_publish(root_, options_.keep_last, group, *described, written, training.step);
+  write_and_publish(root_, options_.keep_last, group, *described,
+                    [&](size_t unit) { return described->written(unit); }, training.step);
 }
 
 void CheckpointManager::start_async_save(nn::Module& model, const Stateful& with, const TrainingState& training) {

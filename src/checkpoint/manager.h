@@ -41,7 +41,6 @@
 //   checkpoints.wait();                                        // the last save is on disk
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,7 +54,6 @@ namespace tessera::checkpoint {
 
 namespace detail {
 class FolderLock;
-class StagedState;
 }
 
 struct CheckpointManagerOptions {

@@ -34,25 +34,35 @@ Tensor ModelSource::shard(size_t unit, const std::string& state) const {
   return out;
 }
 
-void ModelSource::copy_state_slice(size_t unit, const std::string& state, int64_t first, Tensor destination) const {
+std::vector<ModelSource::StatePiece> ModelSource::state_pieces(size_t unit, const std::string& state, int64_t first,
+                                                               int64_t count) const {
   const ModelUnit& model_unit = view_.units.at(unit);
   TS_CHECK(with_.optimizer != nullptr, ValueError, "checkpoint: unit '", model_unit.info.name, "' has no optimizer state");
-  const int64_t begin = first - model_unit.info.range.begin, end = begin + destination.numel();  // in the shard
+  const int64_t shard_begin = model_unit.info.range.begin;
+  const int64_t begin = first - shard_begin, end = begin + count;  // in the shard
+  std::vector<StatePiece> pieces;
   bool found = false;
   for (size_t i = 0; i < view_.optimizer_params.size(); ++i) {
     const OptimizerParam& where = view_.optimizer_params[i];
     const StateDict& states = with_.optimizer->state(i);
     if (where.unit != unit || !states.contains(state)) continue;
-    const Tensor values = states.at(state).detach();
-    if (where.entry < 0) return native::copy_(destination, native::narrow(values, 0, begin, end - begin));
-    if (!found) native::fill_(destination, 0.0);
     found = true;
+    const Tensor values = states.at(state).detach();
+    if (where.entry < 0) return {{first, native::narrow(values, 0, begin, count)}};
     const int64_t from = std::max(begin, where.shard_offset), to = std::min(end, where.shard_offset + where.numel);
-    if (to <= from) continue;
-    Tensor segment = native::narrow(destination, 0, from - begin, to - from);
-    native::copy_(segment, native::narrow(values, 0, from - where.shard_offset, to - from));
+    if (to > from) pieces.push_back({shard_begin + from, native::narrow(values, 0, from - where.shard_offset, to - from)});
   }
   TS_CHECK(found, ValueError, "checkpoint: unit '", model_unit.info.name, "' has no optimizer state '", state, "'");
+  return pieces;
+}
+
+void ModelSource::copy_state_slice(size_t unit, const std::string& state, int64_t first, Tensor destination) const {
+  const std::vector<StatePiece> pieces = state_pieces(unit, state, first, destination.numel());
+  if (pieces.size() != 1 || pieces[0].values.numel() != destination.numel()) native::fill_(destination, 0.0);
+  for (const StatePiece& piece : pieces) {
+    Tensor part = native::narrow(destination, 0, piece.first - first, piece.values.numel());
+    native::copy_(part, piece.values);
+  }
 }
 
 fsdp::ElementRange ModelSource::written(size_t unit) const {

@@ -6,6 +6,8 @@
 #include "tessera/checkpoint/flat_source.h"
 #include "tessera/checkpoint/model_view.h"
 
+#include <vector>
+
 namespace tessera::checkpoint::detail {
 
 class ModelSource final : public FlatSource {
@@ -27,9 +29,15 @@ class ModelSource final : public FlatSource {
   // Elements [first, first + count) of this rank's shard of `state`, where the shard lives
   // (a view on the CPU or the GPU; slice() brings them to the CPU).
   Tensor shard_slice(size_t unit, const std::string& state, int64_t first, int64_t count) const;
-  // Copies elements [first, first + destination.numel()) of this rank's shard of optimizer
-  // state `state` into `destination` (any device), without assembling the whole shard when
-  // the optimizer steps original parameters: each one's segment, zero between them.
+  // Elements [first, first + count) of this rank's shard of optimizer state `state`, as the
+  // optimizer holds them, without assembling the shard: one piece when it steps the flat
+  // shard, else each original parameter's part (the elements between pieces are zero).
+  struct StatePiece {
+    int64_t first = 0;  // its first element in the unit's flat vector
+    Tensor values;      // a view of the optimizer's state, where it lives
+  };
+  std::vector<StatePiece> state_pieces(size_t unit, const std::string& state, int64_t first, int64_t count) const;
+  // Copies those elements into `destination` (1-D, `count` elements, any device).
   void copy_state_slice(size_t unit, const std::string& state, int64_t first, Tensor destination) const;
   // Records in the manifest whether the state saved is finite (Manifest::finite).
   void record_finite(bool finite) { manifest_.finite = finite; }

@@ -82,8 +82,11 @@ TEST_CASE("an optimizer of original parameters in two groups: the asynchronous s
   model.reset_parameters(4);
   ts::fsdp::fully_shard(model, one_rank());
   std::vector<ts::Tensor> weights, others;
+  std::vector<std::string> weight_names, other_names;
   for (auto& [name, parameter] : ts::fsdp::named_original_parameters(model)) {
-    (name.find("weight") != std::string::npos ? weights : others).push_back(parameter);
+    const bool weight = name.find("weight") != std::string::npos;
+    (weight ? weights : others).push_back(parameter);
+    (weight ? weight_names : other_names).push_back(name);
   }
   ts::optim::AdamW adamw({{weights, {.weight_decay = 0.1}}, {others, {.weight_decay = 0.0}}}, {.lr = 0.01});
   ts::Generator gen(8);
@@ -100,6 +103,16 @@ TEST_CASE("an optimizer of original parameters in two groups: the asynchronous s
   for (const std::string& name : {"metadata.json", "rank-00000-of-00001.safetensors"}) {
     CAPTURE(name);
     CHECK(file_text(dir.file("async") + "/step-00000002/" + name) == file_text(dir.file("sync") + "/step-00000002/" + name));
+  }
+
+  // A NaN in one parameter's Adam moment is found where the optimizer holds it.
+  const size_t fc2_bias = weights.size() + static_cast<size_t>(std::find(other_names.begin(), other_names.end(), "fc2.bias") -
+                                                                other_names.begin());
+  ts::Tensor moment = adamw.state(fc2_bias).at("exp_avg");
+  static_cast<float*>(moment.data_ptr())[2] = std::numeric_limits<float>::quiet_NaN();
+  for (ckpt::CheckpointManager* manager : {&sync, &async}) {
+    CHECK(contains(error_of([&] { manager->save(model, {.optimizer = &adamw}, {.step = 3}); }),
+                   "rank 0: optimizer state 'exp_avg' of parameter 'fc2.bias' (unit 'fc2') holds nan at element 2 of its 3"));
   }
 }
 
