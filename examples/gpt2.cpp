@@ -18,9 +18,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +30,7 @@
 #include "checkpoint_flags.h"
 #include "command_line.h"
 #include "distributed.h"
+#include "finite_loss.h"
 #include "main.h"
 #include "printer.h"
 
@@ -48,7 +49,7 @@ struct Options {
   std::string data_order = "random";
   // Model: a preset, then any of the sizes given explicitly
   std::string preset;
-  std::optional<int64_t> n_layer, n_head, n_embd, block_size;
+  std::optional<int64_t> n_layer, n_head, n_embd, block_size, vocab_size;
   double dropout = 0.0;
   std::string dtype = "float32";
   // Training
@@ -77,6 +78,7 @@ struct Options {
   std::string init;
   std::string save;
   example::CheckpointFlags checkpoints;  // every = 0: at the end only
+  bool allow_data_change = false;
   // Devices
   std::string device = "cpu";
   std::string dist_backend = "auto";
@@ -104,8 +106,11 @@ model:
   --preset NAME           gpt2 (124M), gpt2-medium (355M), gpt2-large (774M), gpt2-xl (1558M);
                           the sizes below override it [none: 4 layers, 4 heads, 256, block 256]
   --n-layer N --n-head N --n-embd N --block-size N
+  --vocab-size N          rows of the token embedding (nanoGPT pads GPT-2's to 50304) [50257]
   --dropout P             dropout of embeddings, attention weights and residuals [0]
   --dtype NAME            float32 or float64 [float32]
+                          A model whose weights, gradients and AdamW state cannot fit the
+                          memory limit or the machine is refused before anything is allocated.
 training:
   --batch-size B          rows of the global batch, split over the ranks [16]
   --seq-len T             tokens per row, at most the block size [the block size]
@@ -117,7 +122,7 @@ training:
                           get_lr) or constant (warmup, then --lr) [cosine]
   --beta1 X --beta2 X --eps X   AdamW's [0.9, 0.99, 1e-8]
   --weight-decay X        AdamW's, on the 2-D weights only (nanoGPT's groups) [0.1]
-  --grad-clip X           clip the gradient norm to X; 0 = off [1.0]
+  --grad-clip X           clip the gradient norm to X; 0 = off (negative: refused) [1.0]
   --seed N                initialisation, data order, dropout and sampling [1]
   --threads N             CPU threads per rank [OpenMP default]
 evaluation and sampling:
@@ -125,7 +130,8 @@ evaluation and sampling:
   --eval-batches N        validation batches per evaluation; 0 = the whole file [0]
   --sample N              after training, generate N tokens from --prompt and print them [0]
   --prompt TEXT           the prompt [none: <|endoftext|>]
-  --temperature X         sampling temperature; 0 = greedy [0.8]
+  --temperature X         sampling temperature; 0 = greedy, and a tiny one (1e-300) greedy
+                          among the tokens tied for the largest logit [0.8]
   --top-k K               sample among the K most likely tokens; 0 = all [200]
 output:
   --json                  one JSON object per line: a "train" object per step (step, loss,
@@ -150,6 +156,9 @@ weights and checkpoints:
                           DIR is refused before training)
   --async-checkpoint      write checkpoints in the background (training goes on while they are
                           written; latest moves once every rank's write is complete)
+  --allow-data-change     with --resume, continue at the saved position although --data is not
+                          the file the checkpoint was trained on (its token count and the
+                          CRC32C of its first tokens are recorded); without it, refused
 devices:
   --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
   --dist-backend NAME     nccl, world or auto, as the MNIST example [auto]
@@ -166,7 +175,11 @@ memory:
   --help                  show this help
 
 A resumed run continues exactly: at the same number of ranks its losses are the ones the
-uninterrupted run would have printed, bit for bit.
+uninterrupted run would have printed, bit for bit. It keeps the checkpoint's --seed and
+learning-rate schedule (--lr, --min-lr, --warmup-steps, --lr-schedule), saying so when this
+run's differ, and trains to this run's --steps. A loss or gradient norm that is not finite
+(or weights that are not, before a save) stops the run at that step, before it is reported
+or saved; the checkpoints already written are kept.
 )";
 
 // The flags as given (parse_options checks them).
@@ -183,6 +196,7 @@ Options read_flags(example::CommandLine& args) {
     else if (flag == "--n-head") o.n_head = args.number<int64_t>();
     else if (flag == "--n-embd") o.n_embd = args.number<int64_t>();
     else if (flag == "--block-size") o.block_size = args.number<int64_t>();
+    else if (flag == "--vocab-size") o.vocab_size = args.number<int64_t>();
     else if (flag == "--dropout") o.dropout = args.number<double>();
     else if (flag == "--dtype") o.dtype = args.value();
     else if (flag == "--batch-size") o.batch_size = args.number<int64_t>();
@@ -210,6 +224,7 @@ Options read_flags(example::CommandLine& args) {
     else if (flag == "--init") o.init = args.value();
     else if (flag == "--save") o.save = args.value();
     else if (o.checkpoints.read(args)) continue;
+    else if (flag == "--allow-data-change") o.allow_data_change = true;
     else if (flag == "--device") o.device = args.value();
     else if (flag == "--dist-backend") o.dist_backend = args.value();
     else if (flag == "--mixed-precision") o.mixed_precision = args.value();
@@ -251,7 +266,10 @@ Options parse_options(int argc, char** argv) {
   if (!o.min_lr) o.min_lr = o.lr / 10;
   if (*o.min_lr > o.lr) args.error("--min-lr must not exceed --lr");
   if (o.warmup_steps > o.steps && o.lr_schedule == "cosine") o.warmup_steps = o.steps;
-  if (o.dropout >= 1) args.error("--dropout must be below 1");
+  if (o.dropout < 0 || o.dropout >= 1) args.error("--dropout must be in [0, 1)");
+  if (o.grad_clip < 0) args.error(ts::str("--grad-clip must be >= 0 (0 turns clipping off), got ", o.grad_clip));
+  if (o.temperature < 0) args.error(ts::str("--temperature must be >= 0 (0: greedy), got ", o.temperature));
+  if (o.allow_data_change && !o.checkpoints.resume) args.error("--allow-data-change needs --resume");
   o.checkpoints.check(args);
   if (o.device == "cpu" && o.mixed_precision != "off") {
     args.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
@@ -269,6 +287,7 @@ models::GPTConfig model_config(const Options& o) {
   if (o.n_head) config.n_head = *o.n_head;
   if (o.n_embd) config.n_embd = *o.n_embd;
   if (o.block_size) config.block_size = *o.block_size;
+  if (o.vocab_size) config.vocab_size = *o.vocab_size;
   config.dropout = o.dropout;
   return config;
 }
@@ -402,44 +421,87 @@ class Reporter : public example::Printer {
 
 // ---- Setup: data ----
 
+// This rank's folder for tokenized text files, made on first use under the temporary folder
+// (TMPDIR) and removed when the run ends. A run on .bin files never needs one, so a missing
+// or unusable TMPDIR only matters (and is only an error, naming it) for .txt data.
+class ScratchFolder {
+ public:
+  explicit ScratchFolder(int rank) : rank_(rank) {}
+  ~ScratchFolder() {
+    std::error_code ignored;
+    if (!path_.empty()) fs::remove_all(path_, ignored);
+  }
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+
+  const fs::path& path(const std::string& purpose) {
+    if (!path_.empty()) return path_;
+    std::error_code error;
+    const fs::path temporary = fs::temp_directory_path(error);
+    const char* tmpdir = std::getenv("TMPDIR");
+    TS_CHECK(!error, ts::io::IOError, purpose, " needs a temporary folder, and TMPDIR ('",
+             tmpdir != nullptr ? tmpdir : "", "') is not one: ", error.message());
+    fs::path folder = temporary / ts::str("tessera-gpt2-", ::getpid(), "-rank", rank_);
+    fs::create_directories(folder, error);
+    TS_CHECK(!error, ts::io::IOError, purpose, ": cannot create the temporary folder '", folder.string(),
+             "': ", error.message());
+    path_ = std::move(folder);
+    return path_;
+  }
+
+ private:
+  int rank_;
+  fs::path path_;
+};
+
+// The bytes of a file the user named, refused before it is opened when it is not a regular
+// file (a FIFO would wait for a writer forever).
+std::string read_input_file(const std::string& path) {
+  uint64_t size = 0;
+  ts::io::FileDescriptor fd = ts::io::open_regular_file(path, &size);
+  std::string bytes(size, '\0');
+  const int64_t got = ts::io::pread_full(fd.get(), bytes.data(), bytes.size(), 0);
+  TS_CHECK(got >= 0, ts::io::IOError, "cannot read '", path, "': ", ts::io::os_error(static_cast<int>(-got)));
+  bytes.resize(static_cast<size_t>(got));
+  return bytes;
+}
+
 // A token file for `path`: a .bin as it is, a .txt tokenized (<|endoftext|> first, as
 // tessera-tokenize does) into a file of this rank's own under `scratch`.
 fs::path token_file(const std::string& path, const std::optional<ts::text::GPT2Tokenizer>& tokenizer,
-                    const fs::path& scratch, const std::string& vocab) {
+                    ScratchFolder& scratch, const std::string& vocab) {
   if (fs::path(path).extension() != ".txt") return path;
   TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: ", path, " is text and needs GPT-2's tokenizer in ", vocab,
            " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
-  std::ifstream in(path, std::ios::binary);
-  TS_CHECK(in.good(), ts::io::IOError, "gpt2: cannot read ", path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_input_file(path);
   std::vector<int64_t> ids{tokenizer->eot_token()};
   tokenizer->encode(text, ids);
   std::vector<uint16_t> tokens(ids.begin(), ids.end());
-  fs::create_directories(scratch);
-  fs::path out = scratch / (fs::path(path).stem().string() + ".bin");
+  fs::path out = scratch.path("tokenizing " + path) / (fs::path(path).stem().string() + ".bin");
   ts::data::write_token_file(out, tokens);
   return out;
 }
 
-// Removes this rank's tokenized text files when the run ends.
-struct ScratchFolder {
-  fs::path path;
-  ~ScratchFolder() {
-    std::error_code ignored;
-    if (!path.empty()) fs::remove_all(path, ignored);
-  }
-};
-
+// GPT-2's tokenizer from DIR/encoder.json and DIR/vocab.bpe; none when DIR holds no
+// encoder.json. A path that cannot be looked at (too long, a loop of symbolic links, no
+// permission) or files that are not regular (a FIFO) are errors naming them.
 std::optional<ts::text::GPT2Tokenizer> load_tokenizer(const std::string& vocab) {
-  if (!fs::exists(fs::path(vocab) / "encoder.json")) return std::nullopt;
+  const fs::path encoder = fs::path(vocab) / "encoder.json";
+  std::error_code error;
+  const fs::file_status status = fs::status(encoder, error);
+  if (status.type() == fs::file_type::not_found) return std::nullopt;
+  TS_CHECK(!error, ts::io::IOError, "--vocab '", vocab, "': cannot look for encoder.json there: ",
+           error.message());
+  for (const char* name : {"encoder.json", "vocab.bpe"}) ts::io::open_regular_file((fs::path(vocab) / name).string());
   return ts::text::GPT2Tokenizer(vocab);
 }
 
-ts::data::DataLoader train_loader(const ts::data::TokenDataset& data, const Options& o,
+// The training batches; `seed` orders them (the run's, or at --resume the checkpoint's).
+ts::data::DataLoader train_loader(const ts::data::TokenDataset& data, const Options& o, uint64_t seed,
                                   const ts::dist::ProcessGroup& world) {
   TS_CHECK(data.size() >= o.batch_size, ts::ValueError, "gpt2: ", data.files().front().path().string(), " holds ",
            data.size(), " windows of ", data.seq_len() + 1, " tokens, fewer than --batch-size ", o.batch_size);
-  return ts::data::DataLoader(data, {.batch_size = o.batch_size, .shuffle = o.data_order == "random", .seed = o.seed,
+  return ts::data::DataLoader(data, {.batch_size = o.batch_size, .shuffle = o.data_order == "random", .seed = seed,
                                      .drop_last = true, .sampler = {.rank = world.rank(), .world_size = world.size()}});
 }
 
@@ -496,10 +558,60 @@ ts::Device prepare_device(const Options& o, const ts::dist::ProcessGroup& world)
   return device;
 }
 
-models::GPTConfig checked_config(const Options& o) {
+// The machine's memory: what every rank on it shares.
+int64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
+}
+
+// Refuses, before anything is allocated, a model whose training state cannot fit: each rank
+// holds at least its 1/N of the parameters, their gradients and AdamW's two moments (4
+// copies), however FSDP gathers the rest. Counted in 128 bits: the sizes can be absurd.
+void require_memory_for(const models::GPTConfig& config, const Options& o, ts::Device device,
+                        const ts::dist::ProcessGroup& world) {
+  const int64_t parameters = config.num_parameters();
+  const __int128 element_bytes = o.dtype == "float64" ? 8 : 4;
+  const __int128 per_rank = (parameters * element_bytes * 4 + world.size() - 1) / world.size();
+  auto text = [](__int128 bytes) {
+    return bytes <= std::numeric_limits<int64_t>::max() ? ts::format_bytes(static_cast<int64_t>(bytes))
+                                                        : std::string("more than 8 EiB");
+  };
+  const std::string need = ts::str("the model has ", parameters, " parameters, and its ", o.dtype,
+                                   " weights, gradients and AdamW state need at least ", text(per_rank), " on each of ",
+                                   world.size(), " rank(s)");
+  if (const std::optional<int64_t> limit = ts::memory_limit(device); limit && per_rank > *limit) {
+    throw ts::OutOfMemoryError(ts::str(need, ", more than the memory limit of ", ts::format_bytes(*limit), " on ",
+                                       device.str(), " (--memory-limit or TESSERA_MEMORY_LIMIT): use more ranks or a "
+                                       "smaller model"));
+  }
+  const int64_t machine = physical_memory_bytes();
+  const int ranks_here = example::local_world_size(world);
+  if (!device.is_cuda() && machine > 0 && per_rank * ranks_here > machine) {
+    const std::string here = ranks_here == 1 ? std::string()
+                                             : ts::str(", ", text(per_rank * ranks_here), " for the ", ranks_here,
+                                                       " ranks on this machine");
+    throw ts::OutOfMemoryError(ts::str(need, here, ", more than this machine's ", ts::format_bytes(machine),
+                                       " of memory: use more machines or a smaller model"));
+  }
+}
+
+models::GPTConfig checked_config(const Options& o, ts::Device device, const ts::dist::ProcessGroup& world) {
   models::GPTConfig config = model_config(o);
   config.check();
+  require_memory_for(config, o, device, world);
   return config;
+}
+
+// The prompt's tokens, checked before training rather than after it: <|endoftext|> when
+// there is no --prompt, as nanoGPT's samples start.
+std::vector<int64_t> prompt_tokens(const Options& o, const std::optional<ts::text::GPT2Tokenizer>& tokenizer) {
+  if (o.sample == 0 || o.prompt.empty()) return {50256};
+  const size_t valid = ts::text::valid_utf8_prefix(o.prompt);
+  TS_CHECK(valid == o.prompt.size(), ts::ValueError, "--prompt is not valid UTF-8: byte ", valid, " (0x", std::hex,
+           static_cast<int>(static_cast<unsigned char>(o.prompt[valid])), std::dec, ") starts no UTF-8 character");
+  TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: --prompt needs GPT-2's tokenizer in ", o.vocab,
+           " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
+  return tokenizer->encode(o.prompt);
 }
 
 // Tokens per row: --seq-len, at most the block size (its default).
@@ -530,12 +642,41 @@ ts::optim::AdamW make_optimizer(models::GPT2& model, const Options& o) {
                           {.lr = o.lr, .betas = {o.beta1, o.beta2}, .eps = o.eps});
 }
 
-// nanoGPT's get_lr through LambdaLR; "constant" is the same warmup with min_lr = lr.
-ts::optim::LambdaLR make_schedule(ts::optim::Optimizer& optimizer, const Options& o) {
-  const double min_lr = o.lr_schedule == "cosine" ? *o.min_lr : o.lr;
-  return ts::optim::LambdaLR(optimizer, ts::optim::warmup_cosine({.lr = o.lr, .min_lr = min_lr,
-                                                                   .warmup_steps = o.warmup_steps,
-                                                                   .decay_steps = std::max(o.steps, o.warmup_steps)}));
+// nanoGPT's get_lr's settings; "constant" is the same warmup with min_lr = lr.
+ts::optim::WarmupCosineOptions schedule_settings(const Options& o) {
+  return {.lr = o.lr, .min_lr = o.lr_schedule == "cosine" ? *o.min_lr : o.lr, .warmup_steps = o.warmup_steps,
+          .decay_steps = std::max(o.steps, o.warmup_steps)};
+}
+
+// nanoGPT's get_lr through LambdaLR, reading `settings` at every step (warmup_cosine's
+// lambda, by reference), so that --resume can put the checkpoint's in.
+ts::optim::LambdaLR make_schedule(ts::optim::Optimizer& optimizer, const ts::optim::WarmupCosineOptions& settings) {
+  ts::optim::warmup_cosine(settings);  // only for its ValueError naming a bad setting
+  return ts::optim::LambdaLR(optimizer, [&settings](int64_t step) {
+    return ts::optim::warmup_cosine_lr(step, settings) / settings.lr;
+  });
+}
+
+// What a checkpoint records of the schedule this run asked for, to say at --resume when
+// another run's differs.
+json::Object schedule_record(const Options& o) {
+  return {{"lr_schedule", o.lr_schedule}, {"lr", o.lr}, {"min_lr", *o.min_lr}, {"warmup_steps", o.warmup_steps}};
+}
+
+// What a checkpoint records of the training data, so that a resumed run does not apply its
+// saved position to another file unnoticed: the token count and the CRC32C of the first
+// tokens (up to 1 Mi of them: a read of 2 MiB).
+json::Value data_record(const ts::data::TokenDataset& data, const std::string& path) {
+  const ts::data::TokenFile& file = data.files().front();
+  std::vector<uint16_t> head(static_cast<size_t>(std::min<int64_t>(file.size(), int64_t{1} << 20)));
+  file.read(0, head);
+  return json::Object{{"path", path}, {"tokens", file.size()}, {"head_tokens", static_cast<int64_t>(head.size())},
+                      {"head_crc32c", static_cast<int64_t>(ts::io::crc32c(head.data(), head.size() * 2))}};
+}
+
+std::string describe_data(const json::Value& record) {
+  return ts::str("'", record.at("path").as_string(), "' (", record.at("tokens").as_int(), " tokens, CRC32C ",
+                 record.at("head_crc32c").as_int(), " of the first ", record.at("head_tokens").as_int(), ")");
 }
 
 // What a checkpoint must agree on to be resumed by this run.
@@ -564,21 +705,24 @@ class Training {
         report(options, world->rank() == 0),
         device(prepare_device(options, *world)),
         group(example::collective_group(options.dist_backend, world, device)),
-        config(checked_config(options)),
+        config(checked_config(options, device, *world)),
         seq_len(sequence_length(options, config, argc, argv)),
         tokenizer(load_tokenizer(options.vocab)),
-        scratch{fs::temp_directory_path() / ts::str("tessera-gpt2-", ::getpid(), "-rank", world->rank())},
-        train_set(token_file(options.data, tokenizer, scratch.path, options.vocab), windows()),
+        prompt(prompt_tokens(options, tokenizer)),
+        scratch(world->rank()),
+        train_set(token_file(options.data, tokenizer, scratch, options.vocab), windows()),
         val_set(options.val_data.empty()
                     ? std::nullopt
-                    : std::optional(ts::data::TokenDataset(token_file(options.val_data, tokenizer, scratch.path,
+                    : std::optional(ts::data::TokenDataset(token_file(options.val_data, tokenizer, scratch,
                                                                       options.vocab), windows()))),
-        train_batches(train_loader(train_set, options, *world)),
+        train_batches(train_loader(train_set, options, options.seed, *world)),
         val_batches(validation_loader(val_set, options, *world)),
         model(config),
         optimizer(set_up_model_and_optimizer(model, options, group, device)),
-        schedule(make_schedule(optimizer, options)),
+        rates(schedule_settings(options)),
+        schedule(make_schedule(optimizer, rates)),
         settings(run_settings(options, config, seq_len)),
+        data_file(data_record(train_set, options.data)),
         checkpoints(options.checkpoints.open(*world)),
         state{.step = 0, .epoch = 0, .batch = 0, .seed = options.seed} {
     report.info(description());
@@ -595,9 +739,18 @@ class Training {
     const ts::checkpoint::ResumePoint& from = *checkpoints->resumed_from();
     if (!from.note.empty()) report.info("--resume: " + from.note);
     check_resumable(restored->extra, settings, from.path);
+    check_same_data(restored->extra, *restored);
     state = *restored;
     saved_at = state.step;
     report.checkpoint("resume", from.path, state.step);
+    if (state.seed != options.seed) {
+      report.info(ts::str("--resume: using the checkpoint's seed ", state.seed, ", not --seed ", options.seed,
+                          ": the data order, dropout and sampling continue the checkpoint's"));
+      train_batches = train_loader(train_set, options, state.seed, *world);
+    }
+    // Another --data (with --allow-data-change) may hold fewer batches than the saved position.
+    state.batch = std::min(state.batch, train_batches.size());
+    continue_schedule(restored->extra);
   }
 
   // Steps until --steps, epoch after epoch, evaluating and saving checkpoints as asked.
@@ -656,11 +809,70 @@ class Training {
                                   .output_dtype = ts::DType::f32};
     }
     ts::fsdp::fully_shard(model, group, sharding);
-    if (!o.init.empty()) model.load_hf_state_dict(ts::io::load(o.init));
+    if (!o.init.empty()) {
+      const ts::StateDict weights = ts::io::load(o.init);
+      example::require_finite_weights(weights, "--init " + o.init);
+      model.load_hf_state_dict(weights);
+    }
     return make_optimizer(model, o);
   }
 
   ts::checkpoint::Stateful stateful() { return {.optimizer = &optimizer, .scheduler = &schedule}; }
+
+  // --resume onto another data file would take the saved position (epoch, batch) into other
+  // tokens: refused unless --allow-data-change. Checkpoints from before the record load.
+  void check_same_data(const json::Value& saved, const ts::checkpoint::TrainingState& position) {
+    const json::Value* recorded = saved.find("data");
+    if (recorded == nullptr) {
+      report.info("--resume: the checkpoint does not record its training data (an older checkpoint): --data " +
+                  options.data + " is taken as the same");
+      return;
+    }
+    const bool same = recorded->at("tokens").as_int() == data_file.at("tokens").as_int() &&
+                      recorded->at("head_tokens").as_int() == data_file.at("head_tokens").as_int() &&
+                      recorded->at("head_crc32c").as_int() == data_file.at("head_crc32c").as_int();
+    if (same) return;
+    const std::string difference = ts::str("the checkpoint was trained on ", describe_data(*recorded), ", and --data is ",
+                                           describe_data(data_file));
+    TS_CHECK(options.allow_data_change, ts::ValueError, "--resume: ", difference, ": its saved position (epoch ",
+             position.epoch, ", batch ", position.batch, ") would continue in other tokens; give the checkpoint's "
+             "data, or --allow-data-change to continue on this file anyway");
+    report.info("--resume: " + difference + "; continuing on it from the saved position (--allow-data-change)");
+  }
+
+  // The learning rates continue the checkpoint's schedule (its base rate was restored with
+  // the optimizer); this run's --steps is how far training goes, and where a cosine decay ends.
+  void continue_schedule(const json::Value& saved) {
+    adopt_saved_schedule(saved);
+    if (const json::Value* steps = saved.find("steps"); steps != nullptr && steps->as_int() != options.steps) {
+      report.info(ts::str("--resume: --steps ", options.steps, " differs from the checkpoint's ", steps->as_int(),
+                          ": training continues to step ", options.steps,
+                          rates.min_lr != rates.lr ? ", and the cosine decay now ends there" : ""));
+    }
+  }
+
+  void adopt_saved_schedule(const json::Value& saved) {
+    const json::Value* schedule_saved = saved.find("schedule");
+    if (schedule_saved == nullptr) return;
+    std::string differences;
+    for (const auto& [key, value] : schedule_record(options)) {
+      const json::Value& theirs = schedule_saved->at(key);
+      if (json::write(theirs) != json::write(value)) {
+        std::string flag = "--" + key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        differences += ts::str(differences.empty() ? "" : ", ", flag, " ", json::write(value), " (the checkpoint's ",
+                               json::write(theirs), ")");
+      }
+    }
+    if (differences.empty()) return;
+    const bool cosine = schedule_saved->at("lr_schedule").as_string() == "cosine";
+    rates.lr = schedule_saved->at("lr").as_double();
+    rates.min_lr = cosine ? schedule_saved->at("min_lr").as_double() : rates.lr;
+    rates.warmup_steps = schedule_saved->at("warmup_steps").as_int();
+    rates.decay_steps = std::max(options.steps, rates.warmup_steps);
+    report.info("--resume: " + differences + ": using the checkpoint's learning-rate schedule, which its optimizer "
+                "state continues (start a new run to change it)");
+  }
 
   std::string description() const {
     return ts::str("GPT-2: ", config.n_layer, " layers, ", config.n_head, " heads, ", config.n_embd, " embedding, block ",
@@ -690,6 +902,9 @@ class Training {
     optimizer.step();
     schedule.step();
     last_loss = example::global_sum(*world, loss);  // the global loss: every rank's step is done
+    example::require_finite_loss(last_loss, ts::str("step ", state.step));
+    // A finite loss can come with an overflowing gradient (whose clipping then makes NaN).
+    example::require_finite(grad_norm, "the gradient norm", ts::str("step ", state.step));
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     const int64_t tokens = options.batch_size * seq_len;
     report.step({.step = static_cast<int64_t>(state.step), .loss = last_loss, .lr = lr, .step_ms = step_ms,
@@ -719,25 +934,43 @@ class Training {
     }
     model.train();
     last_val_loss = example::global_sum(*world, loss_sum) / static_cast<double>(std::max<int64_t>(tokens, 1));
+    example::require_finite_loss(*last_val_loss, ts::str("the validation set after step ", state.step));
     report.eval(static_cast<int64_t>(state.step), *last_val_loss, tokens);
   }
 
+  // Before a save: a step whose loss was finite can still leave non-finite weights (an
+  // infinite gradient with --grad-clip 0), and saving them would replace, and let rotation
+  // prune, the last good checkpoint. Collective: every rank stops together.
+  void require_finite_model(const std::string& before) {
+    std::string found;
+    for (const auto& [name, parameter] : model.named_parameters()) {
+      if (const std::optional<int64_t> bad = ts::first_non_finite(parameter)) {
+        found = ts::str(": parameter shard '", name, "' on rank ", world->rank(), " (element ", *bad, ") is not finite");
+        break;
+      }
+    }
+    const double ranks = example::global_sum(*world, ts::tensor<double>({found.empty() ? 0.0 : 1.0}).sum());
+    if (ranks == 0) return;
+    throw ts::ValueError(ts::str("the weights are not finite after step ", state.step, found,
+                                 ": training diverged (a learning rate too large, or no --grad-clip); stopping before ",
+                                 before, ", which would replace the last good weights"));
+  }
+
   void save_checkpoint() {
+    require_finite_model("the checkpoint of step " + std::to_string(state.step));
     ts::checkpoint::TrainingState saved = state;
-    saved.extra = json::Value(settings);
+    json::Object extra = settings;
+    extra.emplace_back("data", data_file);
+    extra.emplace_back("schedule", schedule_record(options));
+    extra.emplace_back("steps", options.steps);
+    saved.extra = json::Value(std::move(extra));
     report.checkpoint("checkpoint", checkpoints->save(model, stateful(), saved), saved.step);
     saved_at = state.step;
   }
 
   // Generates on every rank (the forward passes are collective); rank 0 prints.
   void sample() {
-    std::vector<int64_t> prompt{50256};  // <|endoftext|>, as nanoGPT's samples start
-    if (!options.prompt.empty()) {
-      TS_CHECK(tokenizer.has_value(), ts::ValueError, "gpt2: --prompt needs GPT-2's tokenizer in ", options.vocab,
-               " (scripts/get-gpt2-tokenizer, or --vocab DIR)");
-      prompt = tokenizer->encode(options.prompt);
-    }
-    models::GenerateOptions generation{.temperature = options.temperature, .seed = options.seed};
+    models::GenerateOptions generation{.temperature = options.temperature, .seed = state.seed};
     if (options.top_k > 0) generation.top_k = options.top_k;
     const std::vector<int64_t> tokens =
         model.generate(ts::tensor<int64_t>(prompt).to(device), options.sample, generation).cpu().to_vector<int64_t>();
@@ -751,6 +984,7 @@ class Training {
   }
 
   void save_weights() {
+    require_finite_model("--save " + options.save);
     ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
     if (world->rank() == 0) models::save_gpt2_safetensors(weights, options.save);
     report.info("saved " + options.save);
@@ -779,6 +1013,7 @@ class Training {
   const models::GPTConfig config;
   const int64_t seq_len;
   const std::optional<ts::text::GPT2Tokenizer> tokenizer;
+  const std::vector<int64_t> prompt;  // for --sample
   ScratchFolder scratch;
   ts::data::TokenDataset train_set;
   std::optional<ts::data::TokenDataset> val_set;
@@ -786,8 +1021,10 @@ class Training {
   std::optional<ts::data::DataLoader> val_batches;
   models::GPT2 model;
   ts::optim::AdamW optimizer;
+  ts::optim::WarmupCosineOptions rates;  // the schedule's, read at every step
   ts::optim::LambdaLR schedule;
   const json::Object settings;
+  const json::Value data_file;  // data_record of --data
   std::optional<ts::checkpoint::CheckpointManager> checkpoints;
   ts::checkpoint::TrainingState state;
   uint64_t saved_at = 0;             // the step of the newest checkpoint (or the start)

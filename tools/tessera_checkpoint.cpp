@@ -9,6 +9,8 @@
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,12 @@ commands:
   to-sharded PATH OUT_DIR --world-size N
                                      write a sharded checkpoint for N ranks, 1 to 99999 (from
                                      a full file, or from a sharded checkpoint: resharding)
+                                     into OUT_DIR: a new or empty folder, or one to-sharded
+                                     wrote before; anything else is refused
   --help                             show this help
+
+OUT may not be PATH, lie inside it or contain it. OUT.safetensors may be a regular file
+(replaced atomically), a new file, a character device or a FIFO (written through).
 
 Exit status: 0 on success, 1 when the checkpoint is unreadable or corrupt (the message names
 the file and byte offset), 2 on a usage error.
@@ -189,6 +196,13 @@ int verify(const std::string& path) {
   return 0;
 }
 
+// The output must leave the input whole: neither it, nor inside it, nor around it; for a
+// folder of checkpoints, also apart from the one it resolves to.
+void check_output_apart(const std::string& output, const std::string& input) {
+  ckpt::check_output_apart(output, input);
+  ckpt::check_output_apart(output, ckpt::resolve(input));
+}
+
 int run(const std::vector<std::string>& args) {
   if (args.empty()) usage_error("no command given");
   for (const std::string& arg : args) {
@@ -204,6 +218,7 @@ int run(const std::vector<std::string>& args) {
   }
   if (command == "to-full") {
     if (args.size() != 3) usage_error("to-full takes PATH and OUT.safetensors");
+    check_output_apart(args[2], args[1]);
     std::unique_ptr<ckpt::FlatSource> source = ckpt::open(args[1]);
     ckpt::write_full(*source, args[2]);
     std::printf("wrote %s (%lld parameter elements)\n", args[2].c_str(),
@@ -230,6 +245,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (paths.size() != 2) usage_error("to-sharded takes PATH and OUT_DIR");
     if (world_size < 1) usage_error("to-sharded needs --world-size N (N >= 1)");
+    check_output_apart(paths[1], paths[0]);
     std::unique_ptr<ckpt::FlatSource> source = ckpt::open(paths[0]);
     ckpt::write_sharded(*source, paths[1], world_size);
     std::printf("wrote %s for %d rank(s)\n", paths[1].c_str(), world_size);
@@ -245,6 +261,10 @@ int main(int argc, char** argv) {
     return run(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const ts::Error& error) {
     std::fprintf(stderr, "tessera-checkpoint: error: %s\n", error.what());
-    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tessera-checkpoint: error: out of memory\n");
+  } catch (const std::exception& error) {  // never an abort without a word
+    std::fprintf(stderr, "tessera-checkpoint: error: %s\n", error.what());
   }
+  return 1;
 }

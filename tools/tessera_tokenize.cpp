@@ -10,12 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <fstream>
-#include <sstream>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,16 +29,22 @@ before each, and writes all of them, in the order given, to OUT.bin in llm.c's t
 a header of 256 int32 (magic 20240520, version 1, token count), then the tokens as uint16.
 
 options:
-  -o, --output OUT.bin   the token file to write (replaced atomically)
+  -o, --output OUT.bin   the token file to write (replaced atomically; a character
+                         device or a FIFO is written through, other kinds refused)
   --vocab DIR            DIR/encoder.json and DIR/vocab.bpe (default: data/gpt2;
                          scripts/get-gpt2-tokenizer fetches them)
   --threads N            files encoded at once (default: the machine's hardware threads)
   -h, --help             show this help
 
+FILE must be a regular file: a FIFO or a device is refused before it is opened (reading
+one could wait for a writer forever, or never end). Memory: about 4 bytes per byte of the
+largest file, plus up to 16 per byte of its longest piece (a run of letters, digits or
+punctuation without a space).
+
 Text is read as bytes: UTF-8 is encoded as GPT-2 encodes it, and any byte that is not UTF-8
 becomes a byte token of its own, so decoding gives the file back exactly.
-Prints the number of tokens written. Exit status: 0 on success, 1 when a file cannot be read
-or written (the message names it), 2 on a usage error.
+Prints the number of tokens written, the time and the peak memory. Exit status: 0 on
+success, 1 when a file cannot be read or written (the message names it), 2 on a usage error.
 )";
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -90,23 +94,38 @@ Arguments parse(int argc, char** argv) {
   return arguments;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error))
-    throw ts::io::IOError("'" + path + "': is a directory, expected a text file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ts::io::IOError("'" + path + "': cannot open it: " + ts::io::os_error(errno));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw ts::io::IOError("'" + path + "': read error");
-  return std::move(bytes).str();
+// This process's peak resident memory (VmHWM), in KiB; 0 where /proc cannot tell.
+int64_t peak_resident_kib() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return 0;
+  char line[256];
+  long long kib = 0;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+  }
+  std::fclose(status);
+  return kib;
 }
 
 // <|endoftext|> and the tokens of one file, as uint16 (the vocabulary was checked to fit).
+// Only a regular file is read (a FIFO or a device is refused before it is opened: reading
+// one would wait for a writer, or never end, as /dev/zero does).
 std::vector<uint16_t> tokenize_file(const ts::text::GPT2Tokenizer& tokenizer, const std::string& path) {
-  std::vector<int64_t> tokens{tokenizer.eot_token()};
-  tokenizer.encode(read_text_file(path), tokens);
-  return std::vector<uint16_t>(tokens.begin(), tokens.end());
+  size_t bytes = 0;
+  try {
+    std::vector<int64_t> tokens{tokenizer.eot_token()};
+    {
+      const std::string text = ts::io::read_regular_file(path);
+      bytes = text.size();
+      tokenizer.encode(text, tokens);
+    }  // the text is freed before the tokens are copied
+    return std::vector<uint16_t>(tokens.begin(), tokens.end());
+  } catch (const std::bad_alloc&) {
+    const std::string doing = bytes == 0 ? "reading it" : "encoding its " + std::to_string(bytes) + " bytes";
+    throw ts::Error("'" + path + "': out of memory while " + doing +
+                    " (encoding takes about 4 bytes of memory per byte of text, plus up to 16 per byte of its "
+                    "longest piece: a run of letters, digits or punctuation with no space)");
+  }
 }
 
 int run(const Arguments& arguments) {
@@ -154,7 +173,8 @@ int run(const Arguments& arguments) {
   }
   ts::data::write_token_file(arguments.output, all);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%s: %zu tokens from %zu files in %.2f s\n", arguments.output.c_str(), all.size(), files, seconds);
+  std::printf("%s: %zu tokens from %zu files in %.2f s, peak memory %.1f MiB\n", arguments.output.c_str(), all.size(),
+              files, seconds, static_cast<double>(peak_resident_kib()) / 1024.0);
   return 0;
 }
 
@@ -166,6 +186,10 @@ int main(int argc, char** argv) {
     return run(arguments);
   } catch (const ts::Error& error) {
     std::fprintf(stderr, "tessera-tokenize: error: %s\n", error.what());
-    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tessera-tokenize: error: out of memory\n");
+  } catch (const std::exception& error) {  // never an abort without a word
+    std::fprintf(stderr, "tessera-tokenize: error: %s\n", error.what());
   }
+  return 1;
 }

@@ -53,6 +53,10 @@ Tensor logical_xor(const Tensor& a, const Tensor& b);
 // infinities), a and b broadcast together; NaN is never close. Never recorded.
 bool equal(const Tensor& a, const Tensor& b);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// The flat (row-major) index of x's first NaN or infinity, nullopt when every element is
+// finite (torch.isfinite(x).all()) or x is not floating-point: for messages that name where
+// a tensor stopped being finite. Never recorded.
+std::optional<int64_t> first_non_finite(const Tensor& x);
 
 // Reductions; empty dims reduce everything.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);

@@ -7,6 +7,7 @@
 #include "tessera/checkpoint/full.h"
 #include "tessera/checkpoint/manager.h"
 #include "tessera/checkpoint/manifest.h"
+#include "tessera/checkpoint/output_folder.h"
 #include "tessera/checkpoint/sharded.h"
 #include "tessera/checkpoint/stateful.h"
 #include "tessera/checkpoint/training_state.h"

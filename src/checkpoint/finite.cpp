@@ -87,13 +87,6 @@ std::optional<std::string> find_non_finite(const ModelSource& source, int rank) 
     if (const int64_t bad = first_bad(parameter); bad >= 0) {
       return non_finite_message(unit, "", range.begin + bad, element(parameter, bad), rank);
     }
-    for (const std::string& state : unit.state_tensors) {
-      for (ModelSource::StatePiece piece : source.state_pieces(u, state, range.begin, range.size())) {
-        if (const int64_t bad = first_bad(piece.values); bad >= 0) {
-          return non_finite_message(unit, state, piece.first + bad, element(piece.values, bad), rank);
-        }
-      }
-    }
   }
   if (rank != 0) return std::nullopt;
   for (const BufferRecord& buffer : manifest.buffers) {

@@ -1,7 +1,11 @@
 // Finding NaN and infinities in what a checkpoint saves (internal). CheckpointManager
-// refuses to save non-finite state unless told to (CheckpointManagerOptions::
+// refuses to save non-finite parameters or buffers unless told to (CheckpointManagerOptions::
 // allow_non_finite), naming the first such element; the check reads the bytes the save
-// copies or writes anyway, by exponent bits (one vectorised pass).
+// copies or writes anyway, by exponent bits (one vectorised pass, no mask tensor as
+// tessera::first_non_finite makes). Optimizer state is not checked: Adam's second moment
+// may overflow to infinity while the weights stay finite (those elements then stop
+// moving), and a NaN moment makes the weights NaN at the next step, which the next save
+// refuses.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +32,8 @@ std::string non_finite_message(const UnitRecord& unit, const std::string& state,
 std::string non_finite_buffer_message(const std::string& name, int64_t index, double value);
 
 // The first non-finite element of what this rank writes from the live model (its written
-// ranges of every flat parameter and optimizer state, read where they are, and the buffers
-// on rank 0), described; nullopt when all of it is finite. For synchronous saves.
+// range of every flat parameter, read where it is, and the buffers on rank 0), described;
+// nullopt when all of it is finite. For synchronous saves.
 std::optional<std::string> find_non_finite(const ModelSource& source, int rank);
 
 }  // namespace tessera::checkpoint::detail

@@ -31,7 +31,22 @@ std::string command_line() {
   return text.empty() ? "(unknown command)" : text;
 }
 
+// The holder's line in an open lock file, or "holder unknown".
+std::string holder_written_in(int fd) {
+  std::string holder(512, '\0');
+  int64_t got = io::pread_full(fd, holder.data(), holder.size(), 0);
+  holder.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+  return holder.empty() ? "holder unknown" : holder;
+}
+
 }  // namespace
+
+std::string current_lock_holder(const std::string& path) {
+  io::FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid() || ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return "";
+  return holder_written_in(fd.get());
+}
 
 std::string lock_holder_line() {
   char host[256] = {0};
@@ -66,12 +81,8 @@ FolderLock::FolderLock(const std::string& root) : path_(root + "/.lock") {
     if (error != EWOULDBLOCK) {
       throw io::IOError(tessera::detail::concat("cannot lock '", path_, "': ", io::os_error(error)));
     }
-    std::string holder(512, '\0');
-    int64_t got = io::pread_full(fd_.get(), holder.data(), holder.size(), 0);
-    holder.resize(got > 0 ? static_cast<size_t>(got) : 0);
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
     throw CheckpointError(tessera::detail::concat(
-        "the checkpoint folder '", root, "' is in use by another job (", holder.empty() ? "holder unknown" : holder,
+        "the checkpoint folder '", root, "' is in use by another job (", holder_written_in(fd_.get()),
         " holds ", path_, "); two jobs writing one folder would overwrite and prune each other's checkpoints. Use "
         "another folder, or wait for that job to end"));
   }

@@ -33,4 +33,8 @@ class FolderLock {
 // "pid 4242 on host 'node3' since ...: <command line>", this process's line in the lock file.
 std::string lock_holder_line();
 
+// The line of the process that holds the lock file `path` now ("holder unknown" when it
+// wrote none), or "" when no process holds it. Looks without taking the lock or changing the file.
+std::string current_lock_holder(const std::string& path);
+
 }  // namespace tessera::checkpoint::detail

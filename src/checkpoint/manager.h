@@ -19,8 +19,8 @@
 // most: the next save() waits for it. Its failure is reported, on every rank, by the next
 // save(), wait() or poll(), and leaves the previous checkpoint as it was.
 //
-// Every save refuses state holding NaN or infinities (a run that diverged), naming the
-// first such element, unless `allow_non_finite`; each checkpoint records whether it was
+// Every save refuses parameters or buffers holding NaN or infinities (a run that
+// diverged), naming the first such element, unless `allow_non_finite`; each checkpoint records whether it was
 // finite (Manifest::finite).
 //
 // One run owns a folder at a time. Rank 0 locks it (folder_lock.h) for the manager's
@@ -65,8 +65,9 @@ struct CheckpointManagerOptions {
   // is on a GPU), and a background thread writes it; see above. Needs MPI_THREAD_MULTIPLE
   // under mpirun (the writes' collectives run beside training's).
   bool async_save = false;
-  // Save parameters, optimizer state and buffers that hold NaN or infinities (recorded as
-  // such). Without it such a save is refused: CheckpointError naming the first element.
+  // Save parameters and buffers that hold NaN or infinities (recorded as such). Without it
+  // such a save is refused: CheckpointError naming the first element. (Optimizer state is
+  // not checked: see finite.h.)
   bool allow_non_finite = false;
 };
 

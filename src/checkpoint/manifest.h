@@ -65,8 +65,8 @@ struct Manifest {
   std::string scheduler;              // its type_name(): "StepLR", "SequentialLR", ...; empty when none
   StateDict scheduler_state;          // its state_dict()
   TrainingState training;
-  // Whether every parameter, per-element optimizer state and floating buffer saved was
-  // finite (no NaN or infinity), as CheckpointManager checks while saving; unset when it
+  // Whether every parameter and floating buffer saved was finite (no NaN or infinity), as
+  // CheckpointManager checks while saving; unset when it
   // was not checked (save_sharded, write_full, checkpoints of older versions). Rotation
   // never prunes the newest finite checkpoint in favour of non-finite ones.
   std::optional<bool> finite;

@@ -17,6 +17,8 @@
 #include "tessera/checkpoint/errors.h"
 #include "tessera/checkpoint/load_into.h"
 #include "tessera/checkpoint/model_source.h"
+#include "tessera/checkpoint/output_folder.h"
+#include "tessera/checkpoint/output_folder_claim.h"
 #include "tessera/checkpoint/sharded_writer.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/durable.h"
@@ -159,14 +161,32 @@ void prepare_temporary(const std::string& temporary) {
   std::filesystem::create_directory(temporary);
 }
 
-// Writes metadata.json into the temporary directory and moves it into place.
-void finish(const ShardedMetadata& metadata, const std::string& temporary, const std::string& directory) {
+// Writes metadata.json into the temporary directory and fsyncs the directory.
+void write_metadata(const ShardedMetadata& metadata, const std::string& temporary) {
   std::string text = write_with_crc(metadata_json(metadata));
   io::AtomicFile file(temporary + "/" + kMetadataFile);
   file.write(text.data(), text.size());
   file.commit();
   io::fsync_path(temporary);
+}
+
+// Writes metadata.json into the temporary directory and moves it into place.
+void finish(const ShardedMetadata& metadata, const std::string& temporary, const std::string& directory) {
+  write_metadata(metadata, temporary);
   io::replace_directory(temporary, directory);
+}
+
+// A new temporary folder beside `directory`, named for it and unique (mkdtemp), so that
+// nothing already there is reused or removed.
+std::string make_temporary_beside(const std::string& directory) {
+  const std::string parent = io::parent_directory(directory);
+  std::filesystem::create_directories(parent);
+  std::string name = parent + "/." + std::filesystem::path(directory).filename().string() + ".tmp-XXXXXX";
+  if (::mkdtemp(name.data()) == nullptr) {
+    int error = errno;
+    throw io::IOError(tessera::detail::concat("cannot create a temporary folder '", name, "': ", io::os_error(error)));
+  }
+  return name;
 }
 
 // Filesystem errors as IOError (std::filesystem throws its own type).
@@ -432,8 +452,9 @@ void write_sharded(const FlatSource& source, const std::string& directory, int w
   TS_CHECK(world_size >= 1 && world_size <= kMaxWorldSize, ValueError, "write_sharded: world size ", world_size,
            " is out of range: 1 to ", kMaxWorldSize, " (rank files are numbered with five digits)");
   const std::string what = "writing checkpoint '" + directory + "'";
-  const std::string temporary = temporary_for(directory);
-  filesystem_step(what, [&] { prepare_temporary(temporary); });
+  const detail::OutputFolderClaim claim(directory);  // missing, empty or our own; held under its parent's lock
+  const std::string& target = claim.path();
+  const std::string temporary = filesystem_step(what, [&] { return make_temporary_beside(target); });
   try {
     ShardedMetadata metadata;
     metadata.manifest = source.manifest();
@@ -444,7 +465,22 @@ void write_sharded(const FlatSource& source, const std::string& directory, int w
         return detail::save_range(source.manifest().units[unit].flat_numel, world_size, rank);
       }, kDefaultChunkBytes));
     }
-    filesystem_step(what, [&] { finish(metadata, temporary, directory); });
+    io::AtomicFile marker(temporary + "/" + kConvertedMarker);
+    const std::string note = "written by tessera-checkpoint (write_sharded); it may replace this folder\n";
+    marker.write(note.data(), note.size());
+    marker.commit();
+    write_metadata(metadata, temporary);
+    if (claim.exists() && !claim.is_empty()) {
+      io::replace_directory(temporary, target);  // our own earlier output: swapped, then removed
+    } else {
+      // rename() replaces only an empty folder: one that gained a file since the check stays.
+      if (::rename(temporary.c_str(), target.c_str()) != 0) {
+        int error = errno;
+        throw io::IOError(tessera::detail::concat(what, ": cannot rename '", temporary, "' to '", target, "': ",
+                                                  io::os_error(error)));
+      }
+      io::fsync_path(io::parent_directory(target));
+    }
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove_all(temporary, ignored);

@@ -119,7 +119,9 @@ void save_sharded(const std::string& directory, nn::Module& model, const Statefu
 TrainingState load_sharded(const std::string& directory, nn::Module& model, const Stateful& with = {});
 
 // Writes `source` as a sharded checkpoint for `world_size` ranks, in this one process
-// (tessera-checkpoint to-sharded). Atomic like save_sharded.
+// (tessera-checkpoint to-sharded). Atomic like save_sharded, but `directory` must be
+// missing, an empty folder or one write_sharded wrote before; anything else is refused and
+// nothing write_sharded did not write is removed (see output_folder.h).
 void write_sharded(const FlatSource& source, const std::string& directory, int world_size);
 
 }  // namespace tessera::checkpoint

@@ -73,9 +73,8 @@ std::optional<std::string> StagedState::stage(const ModelSource& source, int ran
       int64_t bad = -1;
       if (state.empty()) {
         bad = copy_checking(to, source.shard_slice(u, state, range.begin, range.size()));
-      } else {  // assembled from each parameter's state where the optimizer steps original parameters
+      } else {  // optimizer state is not checked (finite.h)
         source.copy_state_slice(u, state, range.begin, to);
-        bad = first_non_finite(to);
       }
       if (bad >= 0 && !problem) problem = non_finite_message(unit, state, range.begin + bad, element(to, bad), rank);
       slices_.emplace(std::move(key), std::move(to));

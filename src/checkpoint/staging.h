@@ -8,7 +8,7 @@
 // when the shards are on a GPU, and the CPU allocator's when they are on the CPU, where it
 // counts against the CPU's memory limit. It is kept between saves: the next save copies
 // into the same buffers, so training never waits for an allocation or for fresh pages to
-// be faulted in. Finiteness is checked on the copy while it is still in cache.
+// be faulted in. Parameters are checked for finiteness on the copy while it is in cache.
 //
 //   StagedState staged;
 //   std::optional<std::string> problem = staged.stage(source, rank);   // training waits for this
@@ -29,7 +29,7 @@ namespace tessera::checkpoint::detail {
 class StagedState final : public FlatSource {
  public:
   // Copies what this rank writes of `source` (rank 0 also its buffers), replacing what was
-  // staged before. Returns the first non-finite element found, described; nullopt when all
+  // staged before. Returns the first non-finite parameter or buffer element, described; nullopt when all
   // of it is finite. OutOfMemoryError past the memory limit (the staged copy is then empty).
   std::optional<std::string> stage(const ModelSource& source, int rank);
 

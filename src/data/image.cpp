@@ -2,10 +2,12 @@
 #include "tessera/data/image.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 
 #include "tessera/data/transforms.h"
+#include "tessera/io/atomic_file.h"
+#include "tessera/io/errors.h"
+#include "tessera/io/posix_file.h"
 #include "tessera/tensor/factory.h"
 
 namespace tessera::data {
@@ -38,20 +40,22 @@ Image decode_image(std::span<const uint8_t> bytes, const std::string& name) {
 }
 
 Image read_image(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  TS_CHECK(in.good(), DataError, "cannot open image '", file.string(), "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TS_CHECK(!in.bad(), DataError, "cannot read image '", file.string(), "'");
-  return decode_image(bytes, file.string());
+  std::string bytes;
+  try {
+    bytes = io::read_regular_file(file.string());  // a FIFO or a device is refused, not waited on
+  } catch (const io::IOError& error) {
+    throw DataError(detail::concat("cannot open image '", file.string(), "': ", error.what()));
+  }
+  return decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), file.string());
 }
 
 namespace {
 
+// Through the shared writer: atomic for a regular file, straight through to a device or FIFO.
 void write_bytes(const std::filesystem::path& file, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  TS_CHECK(out.good(), io::IOError, "cannot write image '", file.string(), "'");
+  io::AtomicFile out(file.string());
+  out.write(bytes.data(), bytes.size());
+  out.commit();
 }
 
 }  // namespace

@@ -53,11 +53,13 @@ ImageFormat detect_image_format(std::span<const uint8_t> bytes);
 Image decode_image(std::span<const uint8_t> bytes, const std::string& name);
 Image decode_png(std::span<const uint8_t> bytes, const std::string& name);
 Image decode_jpeg(std::span<const uint8_t> bytes, const std::string& name);
-// Reads and decodes a file (see above): the RGB image.
+// Reads and decodes a regular file (see above): the RGB image. A FIFO or a device is
+// refused (a DataError naming it), never waited on.
 Image read_image(const std::filesystem::path& file);
 
 // Writes a grey or RGB image as an 8-bit PNG, or as a baseline JPEG of `quality` (1..100),
-// replacing `file`. io::IOError naming the file on failure.
+// replacing `file` atomically (io::AtomicFile: a device or FIFO is written through, a
+// directory refused). io::IOError naming the file on failure.
 void write_png(const std::filesystem::path& file, const Image& image);
 void write_jpeg(const std::filesystem::path& file, const Image& image, int quality = 90);
 std::vector<uint8_t> encode_png(const Image& image);

@@ -39,14 +39,20 @@ int64_t TokenDataset::num_tokens() const {
   return total;
 }
 
-std::span<const uint16_t> TokenDataset::window(int64_t index) const {
+std::vector<uint16_t> TokenDataset::window(int64_t index) const {
+  std::vector<uint16_t> tokens(static_cast<size_t>(options_.seq_len + 1));
+  read_window(index, tokens);
+  return tokens;
+}
+
+void TokenDataset::read_window(int64_t index, std::span<uint16_t> out) const {
   TS_CHECK(index >= 0 && index < size(), IndexError, "TokenDataset: window ", index, " is out of range for ", size(),
            " windows");
   // The last file whose first window is at or before `index` (files without windows share
   // their start with the next one, so take the last of equals).
   const auto file = std::upper_bound(window_starts_.begin(), window_starts_.end(), index) - window_starts_.begin() - 1;
   const int64_t first = (index - window_starts_[file]) * options_.seq_len;
-  return files_[file].tokens().subspan(static_cast<size_t>(first), static_cast<size_t>(options_.seq_len + 1));
+  files_[file].read(first, out);
 }
 
 Batch TokenDataset::get_batch(const std::vector<int64_t>& indices) const {
@@ -58,8 +64,9 @@ Batch TokenDataset::get_batch(const std::vector<int64_t>& indices) const {
   if (rows == 0) return batch;
   int64_t* data = batch.data.data_ptr<int64_t>();
   int64_t* target = batch.target.data_ptr<int64_t>();
+  std::vector<uint16_t> tokens(static_cast<size_t>(T + 1));
   for (int64_t row = 0; row < rows; ++row) {
-    const std::span<const uint16_t> tokens = window(indices[static_cast<size_t>(row)]);
+    read_window(indices[static_cast<size_t>(row)], tokens);
     std::copy(tokens.begin(), tokens.end() - 1, data + row * T);
     std::copy(tokens.begin() + 1, tokens.end(), target + row * T);
   }

@@ -1,5 +1,6 @@
 // A Dataset of token windows for language-model training, over llm.c token files
-// (token_file.h; memory-mapped). Sample i is a window of T+1 consecutive tokens of one
+// (token_file.h; read with pread, so a file truncated during training is a DataError naming
+// it, not a SIGBUS). Sample i is a window of T+1 consecutive tokens of one
 // file: data = its first T, target = its last T (the next token at each position), both
 // int64 [rows, T] in a Batch. A file of n tokens holds floor((n - 1) / T) windows, at
 // tokens [k*T, k*T + T] for k = 0, 1, ...; the files' windows follow one another in order.
@@ -37,7 +38,7 @@ struct TokenDatasetOptions {
 
 class TokenDataset : public Dataset {
  public:
-  // Maps the files (DataError naming the file and byte offset for a bad one) and counts
+  // Opens the files (DataError naming the file and byte offset for a bad one) and counts
   // their windows; a DataError when they hold none (every file shorter than T + 1 tokens).
   TokenDataset(const std::vector<std::filesystem::path>& files, TokenDatasetOptions options = {});
   explicit TokenDataset(const std::filesystem::path& file, TokenDatasetOptions options = {});
@@ -46,12 +47,14 @@ class TokenDataset : public Dataset {
   Batch get_batch(const std::vector<int64_t>& indices) const override;
 
   // The T + 1 tokens of window `index`.
-  std::span<const uint16_t> window(int64_t index) const;
+  std::vector<uint16_t> window(int64_t index) const;
   int64_t seq_len() const { return options_.seq_len; }
   int64_t num_tokens() const;  // in all files
   const std::vector<TokenFile>& files() const { return files_; }
 
  private:
+  void read_window(int64_t index, std::span<uint16_t> out) const;
+
   TokenDatasetOptions options_;
   std::vector<TokenFile> files_;
   // window_starts_[f]: the index of file f's first window; one more entry at the end.

@@ -1,25 +1,22 @@
 // The header is read field by field so that each error names its field's offset; the
-// tokens are then mapped, not read: a data set of billions of tokens costs no memory of its
-// own, and the page cache shares it between the ranks of one machine.
+// tokens are read on demand with pread (the header comment says why not mmap).
 #include "tessera/data/token_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "tessera/data/error.h"
 #include "tessera/io/atomic_file.h"
-#include "tessera/io/posix_file.h"
+#include "tessera/tensor/error.h"
 
 namespace tessera::data {
 
 static_assert(std::endian::native == std::endian::little,
-              "token files are little-endian and mapped as they are: a big-endian host would need a byte swap");
+              "token files are little-endian and read as they are: a big-endian host would need a byte swap");
 
 namespace {
 
@@ -37,20 +34,16 @@ int32_t load_int32(const uint8_t* bytes) {
 }  // namespace
 
 TokenFile::TokenFile(const std::filesystem::path& file) : path_(file) {
-  io::FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    throw DataError(detail::concat("token file '", file.string(), "': cannot open it: ", io::os_error(errno)));
+  uint64_t size = 0;
+  try {
+    fd_ = io::open_regular_file(file.string(), &size);
+  } catch (const io::IOError& e) {
+    throw DataError(detail::concat("token file '", file.string(), "': ", e.what()));
   }
-  struct stat status {};
-  if (::fstat(fd.get(), &status) != 0) {
-    throw DataError(detail::concat("token file '", file.string(), "': cannot stat it: ", io::os_error(errno)));
-  }
-  if (!S_ISREG(status.st_mode))
-    throw DataError(detail::concat("token file '", file.string(), "': is not a regular file"));
-  const auto file_bytes = static_cast<int64_t>(status.st_size);
+  const auto file_bytes = static_cast<int64_t>(size);
 
   uint8_t header[12];
-  const int64_t got = io::pread_full(fd.get(), header, sizeof header, 0);
+  const int64_t got = io::pread_full(fd_.get(), header, sizeof header, 0);
   if (got < 0) fail(file, 0, "read error: ", io::os_error(static_cast<int>(-got)));
   if (got < 4)
     fail(file, got, "the file ends inside the header: expected the magic number ", kTokenFileMagic, " at bytes 0..3");
@@ -78,51 +71,43 @@ TokenFile::TokenFile(const std::filesystem::path& file) : path_(file) {
     fail(file, kTokenFileHeaderBytes + promised, "expected the end of the file after the tokens (", promise,
          "), found ", payload - promised, " more bytes");
   }
-
-  mapping_bytes_ = static_cast<size_t>(file_bytes);
-  mapping_ = ::mmap(nullptr, mapping_bytes_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-  if (mapping_ == MAP_FAILED) {
-    mapping_ = nullptr;
-    throw DataError(detail::concat("token file '", file.string(), "': cannot map its ", file_bytes,
-                                   " bytes into memory: ", io::os_error(errno)));
-  }
-  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(mapping_) + kTokenFileHeaderBytes);
   size_ = count;
 }
 
-void TokenFile::unmap() noexcept {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
-  mapping_ = nullptr;
-  tokens_ = nullptr;
-  size_ = 0;
+void TokenFile::read(int64_t first, std::span<uint16_t> out) const {
+  const auto count = static_cast<int64_t>(out.size());
+  TS_CHECK(first >= 0 && count <= size_ && first <= size_ - count, IndexError, "token file '", path_.string(),
+           "': tokens [", first, ", ", first + count, ") are out of range for its ", size_, " tokens");
+  const int64_t offset = kTokenFileHeaderBytes + 2 * first;
+  const int64_t got = io::pread_full(fd_.get(), out.data(), out.size_bytes(), static_cast<uint64_t>(offset));
+  if (got < 0) fail(path_, offset, "read error: ", io::os_error(static_cast<int>(-got)));
+  if (got < static_cast<int64_t>(out.size_bytes())) {
+    struct stat now {};
+    const std::string now_bytes = ::fstat(fd_.get(), &now) == 0 ? detail::concat(now.st_size, " bytes") : "shorter";
+    fail(path_, offset + got, "expected ", static_cast<int64_t>(out.size_bytes()) - got,
+         " more bytes of tokens, but the file is now ", now_bytes, " (", kTokenFileHeaderBytes + 2 * size_,
+         " when it was opened): it was truncated while in use");
+  }
 }
 
-TokenFile::~TokenFile() { unmap(); }
-
-TokenFile::TokenFile(TokenFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      mapping_(std::exchange(other.mapping_, nullptr)),
-      mapping_bytes_(std::exchange(other.mapping_bytes_, 0)),
-      tokens_(std::exchange(other.tokens_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
-
-TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
-  if (this != &other) {
-    unmap();
-    path_ = std::move(other.path_);
-    mapping_ = std::exchange(other.mapping_, nullptr);
-    mapping_bytes_ = std::exchange(other.mapping_bytes_, 0);
-    tokens_ = std::exchange(other.tokens_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
+std::vector<uint16_t> TokenFile::read_all() const {
+  std::vector<uint16_t> tokens(static_cast<size_t>(size_));
+  read(0, tokens);
+  return tokens;
 }
 
 void TokenFile::check_below(int64_t vocab_size) const {
-  for (int64_t i = 0; i < size_; ++i) {
-    if (tokens_[i] >= vocab_size) {
-      fail(path_, kTokenFileHeaderBytes + 2 * i, "token ", tokens_[i], " (number ", i,
-           ") is not below the vocabulary size ", vocab_size);
+  std::vector<uint16_t> chunk;
+  constexpr int64_t kChunkTokens = int64_t{1} << 20;  // 2 MiB at a time
+  for (int64_t first = 0; first < size_; first += kChunkTokens) {
+    chunk.resize(static_cast<size_t>(std::min(kChunkTokens, size_ - first)));
+    read(first, chunk);
+    for (size_t j = 0; j < chunk.size(); ++j) {
+      if (chunk[j] >= vocab_size) {
+        const int64_t i = first + static_cast<int64_t>(j);
+        fail(path_, kTokenFileHeaderBytes + 2 * i, "token ", chunk[j], " (number ", i,
+             ") is not below the vocabulary size ", vocab_size);
+      }
     }
   }
 }

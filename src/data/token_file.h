@@ -1,19 +1,29 @@
 // llm.c's token files: a header of 256 little-endian int32 (magic 20240520, version 1, the
-// token count, the rest zero), then the tokens as little-endian uint16. TokenFile maps one
-// read-only into memory after checking the header against the file's length, so a
-// truncated, overlong or foreign file is a DataError naming the file, the byte offset and
-// what was expected there; write_token_file writes one (what build/tools/tessera-tokenize
-// and llm.c's data scripts write).
+// token count, the rest zero), then the tokens as little-endian uint16. TokenFile opens one
+// (a FIFO, device or folder is refused before anything is read, never waited on) and checks
+// the header against the file's length, so a truncated, overlong or foreign file is a
+// DataError naming the file, the byte offset and what was expected there; write_token_file
+// writes one (what build/tools/tessera-tokenize and llm.c's data scripts write).
+//
+// Tokens are read with pread, as llm.c's loader freads them, not through a memory mapping:
+// a file truncated while in use is then a DataError naming it and the offset, where a
+// mapping would kill the process with SIGBUS. The page cache still shares the file between
+// the ranks of one machine, and the process holds no copy of it.
 //
 //   ts::data::write_token_file("tiny.bin", std::vector<uint16_t>{50256, 31373, 995});
 //   ts::data::TokenFile file("tiny.bin");
-//   file.size();        // 3
-//   file.tokens()[1];   // 31373
+//   file.size();           // 3
+//   file.read_all()[1];    // 31373
+//   uint16_t two[2];
+//   file.read(1, two);     // {31373, 995}
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <vector>
+
+#include "tessera/io/posix_file.h"
 
 namespace tessera::data {
 
@@ -26,26 +36,22 @@ inline constexpr int64_t kMaxTokensPerFile = INT32_MAX;
 class TokenFile {
  public:
   explicit TokenFile(const std::filesystem::path& file);
-  ~TokenFile();
-  TokenFile(TokenFile&& other) noexcept;
-  TokenFile& operator=(TokenFile&& other) noexcept;
-  TokenFile(const TokenFile&) = delete;
-  TokenFile& operator=(const TokenFile&) = delete;
 
-  std::span<const uint16_t> tokens() const { return {tokens_, static_cast<size_t>(size_)}; }
-  int64_t size() const { return size_; }
+  int64_t size() const { return size_; }  // tokens
   const std::filesystem::path& path() const { return path_; }
+
+  // Tokens [first, first + out.size()) into `out`. IndexError for a range past size();
+  // DataError naming the file and the offset when the file no longer holds them (it was
+  // truncated since it was opened). Safe to call from several threads at once.
+  void read(int64_t first, std::span<uint16_t> out) const;
+  std::vector<uint16_t> read_all() const;
 
   // DataError naming the first token >= vocab_size and its byte offset, if there is one.
   void check_below(int64_t vocab_size) const;
 
  private:
-  void unmap() noexcept;
-
   std::filesystem::path path_;
-  void* mapping_ = nullptr;
-  size_t mapping_bytes_ = 0;
-  const uint16_t* tokens_ = nullptr;
+  io::FileDescriptor fd_;
   int64_t size_ = 0;
 };
 

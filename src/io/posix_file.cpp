@@ -72,23 +72,45 @@ std::string file_type_name(unsigned mode) {
 }
 
 FileDescriptor open_regular_file(const std::string& path, uint64_t* size) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. It
-  // changes nothing for regular files, whose reads never block.
+  auto refuse = [&](unsigned mode) {
+    throw IOError(detail::concat("cannot read '", path, "': it is ", file_type_name(mode), ", not a regular file"));
+  };
+  // stat first: opening a device can act (a tape rewinds, a watchdog arms), and a FIFO
+  // would wait for a writer forever.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    int error = errno;
+    throw IOError(detail::concat("cannot open '", path, "': ", os_error(error)));
+  }
+  if (!S_ISREG(info.st_mode)) refuse(info.st_mode);
+  // O_NONBLOCK, and the type checked again on the open file: the path may have been
+  // replaced by a FIFO in between. It changes nothing for regular files, whose reads never block.
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) {
     int error = errno;
     throw IOError(detail::concat("cannot open '", path, "': ", os_error(error)));
   }
-  struct stat info {};
   if (::fstat(fd.get(), &info) != 0) {
     int error = errno;
     throw IOError(detail::concat("cannot stat '", path, "': ", os_error(error)));
   }
-  if (!S_ISREG(info.st_mode)) {
-    throw IOError(detail::concat("cannot read '", path, "': it is ", file_type_name(info.st_mode), ", not a regular file"));
-  }
+  if (!S_ISREG(info.st_mode)) refuse(info.st_mode);
   if (size != nullptr) *size = static_cast<uint64_t>(info.st_size);
   return fd;
+}
+
+std::string read_regular_file(const std::string& path, uint64_t max_bytes, const std::string& limit_for) {
+  uint64_t size = 0;
+  FileDescriptor fd = open_regular_file(path, &size);
+  if (size > max_bytes) {
+    throw FormatError(detail::concat(path, ": byte 0: the file is ", size, " bytes, over the ", max_bytes,
+                                     "-byte limit for ", limit_for.empty() ? "it" : limit_for));
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  const int64_t got = pread_full(fd.get(), bytes.data(), bytes.size(), 0);
+  if (got < 0) throw IOError(detail::concat("cannot read '", path, "': ", os_error(static_cast<int>(-got))));
+  bytes.resize(static_cast<size_t>(got));  // shorter if it was truncated meanwhile
+  return bytes;
 }
 
 int write_all(int fd, const void* data, size_t count) {

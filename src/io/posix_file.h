@@ -40,9 +40,16 @@ class FileDescriptor {
 
 // Opens `path` (following symbolic links) for reading if it is a regular file, without
 // ever blocking: a FIFO, a device or a directory is refused with an IOError naming the
-// path and what it is ("is a FIFO (named pipe), not a regular file"), before anything is
-// read. `size`, when given, receives the file's size.
+// path and what it is ("is a FIFO (named pipe), not a regular file"), found with stat
+// before it is opened (opening a device can act). `size`, when given, receives the file's size.
 FileDescriptor open_regular_file(const std::string& path, uint64_t* size = nullptr);
+// The whole of the regular file `path` (open_regular_file's refusals), read with pread. A
+// file over `max_bytes` is refused unread: a FormatError "<path>: byte 0: the file is N
+// bytes, over the M-byte limit for <limit_for>".
+//
+//   std::string text = io::read_regular_file("data/gpt2/vocab.bpe", 64 << 20, "a GPT-2 merges file");
+std::string read_regular_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
+                              const std::string& limit_for = "");
 // "a directory", "a FIFO (named pipe)", "a socket", ... for a stat st_mode.
 std::string file_type_name(unsigned mode);
 

@@ -3,6 +3,8 @@
 #include "tessera/models/gpt2.h"
 
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "tessera/nn/attention.h"
 #include "tessera/nn/init.h"
@@ -46,12 +48,39 @@ GPTConfig GPTConfig::preset(std::string_view name) {
 
 std::vector<std::string> GPTConfig::preset_names() { return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}; }
 
-int64_t GPTConfig::num_parameters() const {
+namespace {
+
+// a * b + c, or nullopt past int64's range.
+std::optional<int64_t> multiply_add(int64_t a, int64_t b, int64_t c) {
+  int64_t product = 0, sum = 0;
+  if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum)) return std::nullopt;
+  return sum;
+}
+
+}  // namespace
+
+std::optional<int64_t> GPTConfig::checked_num_parameters() const {
+  if (n_layer < 0 || n_embd < 0 || block_size < 0 || vocab_size < 0) return std::nullopt;
   const int64_t c = n_embd, b = bias ? 1 : 0;
-  const int64_t layer_norm = c + b * c;
-  const int64_t per_block = 2 * layer_norm + (c * 3 * c + b * 3 * c) + (c * c + b * c) + (c * 4 * c + b * 4 * c) +
-                            (4 * c * c + b * c);
-  return vocab_size * c + block_size * c + n_layer * per_block + layer_norm;
+  // Per block: 2 LayerNorms (c + b c each), c_attn (3 c^2 + 3 b c), attn.c_proj (c^2 + b c),
+  // c_fc (4 c^2 + 4 b c), mlp.c_proj (4 c^2 + b c): 12 c^2 + (2 + 11 b) c.
+  const std::optional<int64_t> squares = multiply_add(c, c, 0);
+  if (!squares) return std::nullopt;
+  const std::optional<int64_t> per_block = multiply_add(12, *squares, (2 + 11 * b) * c);
+  if (!per_block) return std::nullopt;
+  // wte, wpe, the blocks, ln_f.
+  std::optional<int64_t> total = multiply_add(vocab_size, c, c + b * c);
+  if (total) total = multiply_add(block_size, c, *total);
+  if (total) total = multiply_add(n_layer, *per_block, *total);
+  return total;
+}
+
+int64_t GPTConfig::num_parameters() const {
+  const std::optional<int64_t> count = checked_num_parameters();
+  TS_CHECK(count.has_value(), ValueError, "GPTConfig: n_layer ", n_layer, ", n_embd ", n_embd, ", block_size ",
+           block_size, " and vocab_size ", vocab_size, " make more than ", std::numeric_limits<int64_t>::max(),
+           " parameters (int64's largest)");
+  return *count;
 }
 
 void GPTConfig::check() const {
@@ -61,6 +90,7 @@ void GPTConfig::check() const {
   TS_CHECK(n_embd % n_head == 0, ValueError, "GPTConfig: n_embd (", n_embd, ") must be a multiple of n_head (", n_head,
            ")");
   TS_CHECK(dropout >= 0 && dropout < 1, ValueError, "GPTConfig: dropout must be in [0, 1), got ", dropout);
+  num_parameters();  // within int64
 }
 
 // ---- Conv1D ----

@@ -61,9 +61,14 @@ struct GPTConfig {
   // "gpt2-xl" (48, 25, 1600: 1558M). ValueError naming the presets for another name.
   static GPTConfig preset(std::string_view name);
   static std::vector<std::string> preset_names();
-  // The model's parameter count (wte counted once: lm_head shares it).
+  // The model's parameter count (wte counted once: lm_head shares it), computed from the
+  // sizes alone, so that a model too large for the memory can be refused before it is
+  // built. ValueError when it passes int64's range; checked_num_parameters: nullopt then
+  // (and for negative sizes).
   int64_t num_parameters() const;
-  // ValueError naming the field: sizes positive, n_embd divisible by n_head, dropout in [0, 1).
+  std::optional<int64_t> checked_num_parameters() const;
+  // ValueError naming the field: sizes positive, n_embd divisible by n_head, dropout in [0, 1),
+  // the parameter count within int64.
   void check() const;
 };
 
@@ -182,7 +187,9 @@ class TiedLinear : public nn::Module {
 };
 
 struct GenerateOptions {
-  // Logits are divided by it before sampling; 0 picks the most likely token (greedy).
+  // Logits are divided by it before sampling; 0 picks the most likely token (greedy). Any
+  // positive value works, however small: 1e-300 samples among the tokens tied for the
+  // largest logit (greedy without ties), where torch's logits / 1e-300 would be inf.
   double temperature = 1.0;
   // Sample among the k most likely tokens only (nanoGPT's top_k); unset: all of them.
   std::optional<int64_t> top_k{};

@@ -16,7 +16,12 @@ namespace {
 // The next token of each row from the last position's logits [B, V]: int64 [B, 1].
 Tensor pick_tokens(Tensor logits, const GenerateOptions& options, Generator& generator) {
   if (options.temperature == 0) return logits.argmax(1, /*keepdim=*/true);
-  logits = logits / options.temperature;
+  // In float64, shifted so that each row's largest logit is 0 before the division: a tiny
+  // temperature (1e-300, which float32 would round to 0) then sends the others towards
+  // -inf, not every logit to +-inf and the softmax to NaN, and sampling tends to greedy
+  // decoding as the temperature tends to 0. [B, V] per token: the cost is nothing.
+  logits = logits.to(DType::f64);
+  logits = (logits - logits.amax({1}, /*keepdim=*/true)) / options.temperature;
   if (options.top_k) {
     // Keep logits >= the k-th largest of each row (ties with it stay, as nanoGPT's).
     const int64_t k = std::min(*options.top_k, logits.size(1));

@@ -3,7 +3,9 @@
 // model.safetensors holds GPT2Model's names without the prefix, and older files also the
 // causal-mask buffers h.N.attn.bias ([1, 1, n_positions, n_positions]) and
 // h.N.attn.masked_bias (a scalar). Conv1D weights are [in, out] on both sides: no transposes.
+#include <optional>
 #include <regex>
+#include <utility>
 
 #include "tessera/io/json.h"
 #include "tessera/io/safetensors.h"
@@ -45,6 +47,15 @@ StateDict gpt2_state_dict_from_hf(const StateDict& hf_state) {
     out.insert(name, tensor);
   }
   if (head != nullptr && out.contains(std::string(kTable))) {
+    // A NaN differs even from itself: name it as what it is, not as an untied head.
+    for (const auto& [name, tensor] : {std::pair{std::string(kHead), *head},
+                                       std::pair{std::string(kTable), out.at(std::string(kTable))}}) {
+      const std::optional<int64_t> bad = first_non_finite(tensor);
+      TS_CHECK(!bad.has_value(), ValueError, "gpt2_state_dict_from_hf: ", name, " ", shape_str(tensor.sizes()),
+               " is not finite: element ", bad.value_or(0), " (flat index) is ",
+               bad ? tensor.flatten().select(0, *bad).to(DType::f64).item<double>() : 0.0,
+               ", so it cannot be checked against the tied ", name == kHead ? kTable : kHead);
+    }
     TS_CHECK(same_values(*head, out.at(std::string(kTable))), ValueError,
              "gpt2_state_dict_from_hf: lm_head.weight ", shape_str(head->sizes()), " differs from ", kTable, " ",
              shape_str(out.at(std::string(kTable)).sizes()),

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -71,12 +72,18 @@ int64_t parse_memory_size(std::string_view text, std::string_view what) {
                                     "' is not a memory size; write a number of bytes with an optional unit: B, KiB, "
                                     "MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000), e.g. 2.5GiB"));
   };
-  const std::string number_and_unit(text);
-  const char* begin = number_and_unit.c_str();
-  char* end = nullptr;
-  const double number = std::strtod(begin, &end);
-  if (end == begin || !std::isfinite(number) || number <= 0) return refuse();
-  std::string_view rest(end);
+  // Digits with an optional fraction, read as written: no sign, exponent, hexadecimal
+  // ("0x10", which strtod would take as 16) or leading space.
+  const size_t digits = std::min(text.find_first_not_of("0123456789."), text.size());
+  const std::string_view written = text.substr(0, digits);
+  if (written.empty() || written.find('.') != written.rfind('.') || written == ".") return refuse();
+  double number = 0;
+  const auto [end, status] = std::from_chars(written.data(), written.data() + written.size(), number,
+                                             std::chars_format::fixed);
+  if (status != std::errc() || end != written.data() + written.size() || !std::isfinite(number) || number <= 0) {
+    return refuse();
+  }
+  std::string_view rest = text.substr(digits);
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
   static const std::map<std::string, double> units = {
       {"", 1.0},         {"b", 1.0},          {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},

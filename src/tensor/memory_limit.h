@@ -56,9 +56,10 @@ class MemoryLimitGuard {
   std::optional<int64_t> previous_;
 };
 
-// "2.5GiB" -> 2684354560. A decimal number (fractions allowed) and an optional unit: B,
-// KiB, MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB (powers of 1000), case-insensitive,
-// with or without a space between. Throws ValueError naming `what` and the text otherwise.
+// "2.5GiB" -> 2684354560. A decimal number (digits, an optional fraction; no sign, exponent
+// or hexadecimal: "0x10" and "1e9" are refused) and an optional unit: B, KiB, MiB, GiB, TiB
+// (powers of 1024) or kB, MB, GB, TB (powers of 1000), case-insensitive, with or without a
+// space between. Throws ValueError naming `what` and the text otherwise.
 int64_t parse_memory_size(std::string_view text, std::string_view what = "memory size");
 // "2.50 GiB", "512.0 MiB", "100 bytes": how messages print byte counts.
 std::string format_bytes(int64_t bytes);

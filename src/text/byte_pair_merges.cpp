@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <utility>
 
 #include "tessera/tensor/error.h"
@@ -43,22 +44,22 @@ std::optional<MergeRule> BytePairMerges::find(int32_t left, int32_t right) const
 
 namespace {
 
-// A pair that may still be merged into `merged`: the tokens at `left` and the one after
-// it, if they are still `left_token` and `right_token` when it comes off the heap.
-struct Candidate {
-  int32_t rank, left, left_token, right_token, merged;
-};
-
-// The heap's order: a candidate "comes later" with a higher rank, or further right at the
-// same rank; std::push_heap keeps on top the one that comes first.
-bool comes_later(const Candidate& a, const Candidate& b) {
-  return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
+// A candidate join: the pair starting at position `left`, whose rule has rank `rank`, in one
+// word ordered by rank, then position: the heap's top is the join that comes first. 8 bytes
+// a candidate, so a long piece costs at most 4 + 12 bytes per byte (tokens, heap).
+using Candidate = uint64_t;
+Candidate candidate(int32_t rank, int32_t left) {
+  return uint64_t{static_cast<uint32_t>(rank)} << 32 | static_cast<uint32_t>(left);
 }
+int32_t rank_of(Candidate c) { return static_cast<int32_t>(c >> 32); }
+int32_t left_of(Candidate c) { return static_cast<int32_t>(c & 0xFFFFFFFFu); }
+
+// A position whose byte was joined into the token on its left.
+constexpr int32_t kJoined = -1;
 
 // Scratch space reused by the calls on one thread (merge runs once per new piece).
 struct Scratch {
-  std::vector<int32_t> next, previous;
-  std::vector<Candidate> heap, batch;
+  std::vector<Candidate> heap, deferred;
 };
 
 }  // namespace
@@ -69,57 +70,82 @@ void BytePairMerges::merge(std::vector<int32_t>& tokens) const {
   const auto n = static_cast<int32_t>(tokens.size());
   if (n < 2 || size_ == 0) return;
   thread_local Scratch scratch;
-  auto& [next, previous, heap, batch] = scratch;
-  next.resize(n);
-  previous.resize(n);
+  auto& [heap, deferred] = scratch;
   heap.clear();
-  for (int32_t i = 0; i < n; ++i) {
-    next[i] = i + 1 < n ? i + 1 : -1;
-    previous[i] = i - 1;
-  }
-  auto push_pair = [&](int32_t left) {
-    const int32_t right = next[left];
-    if (right < 0) return;
-    if (auto rule = find(tokens[left], tokens[right])) {
-      heap.push_back({rule->rank, left, tokens[left], tokens[right], rule->merged});
-      std::push_heap(heap.begin(), heap.end(), comes_later);
-    }
+  deferred.clear();
+  // A token stays at the position of its first byte; the positions of its other bytes are
+  // kJoined. Neighbours are found by skipping those: at most a token's length of them.
+  auto next_token = [&](int32_t i) {
+    do ++i;
+    while (i < n && tokens[i] == kJoined);
+    return i < n ? i : -1;
+  };
+  auto previous_token = [&](int32_t i) {
+    do --i;
+    while (i >= 0 && tokens[i] == kJoined);
+    return i;
+  };
+  // The rank of the pair at `left` now, or -1 when it has no rule.
+  auto rank_at = [&](int32_t left) -> int32_t {
+    if (left < 0 || tokens[left] == kJoined) return -1;
+    const int32_t right = next_token(left);
+    if (right < 0) return -1;
+    const std::optional<MergeRule> rule = find(tokens[left], tokens[right]);
+    return rule ? rule->rank : -1;
+  };
+  // Stale candidates (a token since joined or changed) are dropped when they come off the
+  // heap; when they would grow it past 1.5 candidates a byte, the heap keeps only live ones
+  // (at most one per token), so it never holds more than that.
+  const size_t heap_limit = static_cast<size_t>(n) + static_cast<size_t>(n) / 2 + 16;
+  heap.reserve(heap_limit);
+  auto compact = [&] {
+    std::erase_if(heap, [&](Candidate c) { return rank_at(left_of(c)) != rank_of(c); });
+    std::sort(heap.begin(), heap.end());
+    heap.erase(std::unique(heap.begin(), heap.end()), heap.end());  // ascending: already a heap
   };
   for (int32_t i = 0; i + 1 < n; ++i) {
-    if (auto rule = find(tokens[i], tokens[i + 1]))
-      heap.push_back({rule->rank, i, tokens[i], tokens[i + 1], rule->merged});
+    if (auto rule = find(tokens[i], tokens[i + 1])) heap.push_back(candidate(rule->rank, i));
   }
-  std::make_heap(heap.begin(), heap.end(), comes_later);
+  std::make_heap(heap.begin(), heap.end(), std::greater<>());
 
+  int32_t rank = -1;  // the rank being joined
+  auto push_pair = [&](int32_t left) {
+    const int32_t pair_rank = rank_at(left);
+    if (pair_rank < 0) return;
+    // A pair of lower rank made by a join waits until every occurrence of this rank is
+    // joined, as in GPT-2's bpe(), which joins one rank per pass over the word.
+    if (pair_rank < rank) return deferred.push_back(candidate(pair_rank, left));
+    if (heap.size() >= heap_limit) compact();
+    heap.push_back(candidate(pair_rank, left));
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
   while (!heap.empty()) {
-    // Every occurrence of the lowest rank, left to right, before anything they make.
-    batch.clear();
-    const int32_t rank = heap.front().rank;
-    while (!heap.empty() && heap.front().rank == rank) {
-      std::pop_heap(heap.begin(), heap.end(), comes_later);
-      batch.push_back(heap.back());
+    // Every occurrence of the lowest rank, left to right. A join never makes a pair of its
+    // own rank (the token it makes is longer than either of its parts), so the pairs of this
+    // rank on the heap are all there will be.
+    rank = rank_of(heap.front());
+    while (!heap.empty() && rank_of(heap.front()) == rank) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+      const int32_t left = left_of(heap.back());
       heap.pop_back();
-    }
-    for (const Candidate& pair : batch) {
-      const int32_t left = pair.left, right = next[left];
-      // Stale: the left token was merged into its neighbour (which leaves it no next), or
-      // either token has changed since.
-      if (right < 0 || tokens[left] != pair.left_token || tokens[right] != pair.right_token) continue;
-      tokens[left] = pair.merged;
-      next[left] = next[right];
-      if (next[right] >= 0) previous[next[right]] = left;
-      previous[right] = -1;
-      next[right] = -1;
-      if (previous[left] >= 0) push_pair(previous[left]);
+      if (rank_at(left) != rank) continue;  // stale: a token joined or changed since
+      const int32_t right = next_token(left);
+      tokens[left] = find(tokens[left], tokens[right])->merged;
+      tokens[right] = kJoined;
+      push_pair(previous_token(left));
       push_pair(left);
     }
+    for (Candidate c : deferred) {
+      if (heap.size() >= heap_limit) compact();
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    }
+    deferred.clear();
   }
 
-  int32_t out = 0;
-  for (int32_t i = 0; i >= 0; i = next[i]) tokens[out++] = tokens[i];
-  tokens.resize(out);
+  std::erase(tokens, kJoined);
   // A huge piece should not pin its scratch for the rest of the thread's life.
-  if (next.capacity() > (1 << 16)) scratch = Scratch{};
+  if (heap.capacity() > (1 << 16) || deferred.capacity() > (1 << 16)) scratch = Scratch{};
 }
 
 }  // namespace tessera::text

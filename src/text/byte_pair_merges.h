@@ -4,10 +4,12 @@
 // occurrences, left to right without overlap ("a a a" -> "aa a"); stop when no adjacent
 // pair has a rule.
 //
-// Done with a heap of candidate pairs over a linked list of tokens, so a long piece costs
-// O(n log n), not the reference's O(n^2) (a run of 10^5 letters without a space is a
-// piece). All occurrences of one rank are taken from the heap before any is joined, so a
-// pair of lower rank made by a join waits, as it does in the reference's pass.
+// Done with a heap of candidate pairs (8 bytes each) over the tokens in place, so a long
+// piece costs O(n log n) time, not the reference's O(n^2) (a run of 10^5 letters without a
+// space is a piece), and at most 16 bytes of memory per byte: 4 for the tokens, 12 for the
+// heap, which drops its stale candidates when it would grow past 1.5 per byte. All
+// occurrences of one rank are joined before any pair of lower rank that a join makes, as in
+// the reference's pass.
 //
 // Internal to src/text (the tokenizer uses it); not installed.
 #pragma once

@@ -6,15 +6,14 @@
 
 #include <array>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 
 #include "tessera/io/byte_text.h"
 #include "tessera/io/errors.h"
 #include "tessera/io/json.h"
+#include "tessera/io/posix_file.h"
 #include "tessera/tensor/error.h"
 #include "tessera/text/byte_level.h"
 #include "tessera/text/byte_pair_merges.h"
@@ -66,19 +65,20 @@ class PieceCache {
   mutable std::array<Shard, kShards> shards_;
 };
 
-std::string read_whole_file(const std::filesystem::path& file) {
-  std::error_code error;
-  if (std::filesystem::is_directory(file, error)) {
-    throw io::IOError(detail::concat("tokenizer file '", file.string(), "': is a directory, expected a file"));
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
+// GPT-2's encoder.json is 1,042,301 bytes and vocab.bpe 456,318: files 8 times larger are
+// refused unread (a wrong or hostile file), and encoder.json's JSON values may take at most
+// io::json::kFileMemoryPerByte times its size.
+constexpr uint64_t kMaxVocabularyFileBytes = uint64_t{8} << 20;
+
+std::string read_tokenizer_file(const std::filesystem::path& file) {
+  try {
+    return io::read_regular_file(file.string(), kMaxVocabularyFileBytes, "a GPT-2 tokenizer file");
+  } catch (const io::FormatError&) {
+    throw;
+  } catch (const io::IOError& error) {
     throw io::IOError(
-        detail::concat("tokenizer file '", file.string(), "': cannot open it (run scripts/get-gpt2-tokenizer)"));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw io::IOError(detail::concat("tokenizer file '", file.string(), "': read error"));
-  return std::move(bytes).str();
+        detail::concat("GPT-2 tokenizer: ", error.what(), " (scripts/get-gpt2-tokenizer fetches the files)"));
+  }
 }
 
 std::string code_point_name(char32_t c) {
@@ -115,6 +115,7 @@ struct GPT2Tokenizer::Vocabulary {
   std::array<int32_t, 256> byte_tokens{};
   BytePairMerges merges;
   int32_t eot = 0;
+  std::string encoder_source;  // for vocab.bpe's errors about the tokens it must make
   PreTokenizer pre_tokenizer;
   PieceCache cache;
 
@@ -127,11 +128,12 @@ void GPT2Tokenizer::Vocabulary::read_encoder_json(std::string_view text, const s
   auto fail = [&](size_t offset, const auto&... parts) {
     throw io::FormatError(detail::concat("GPT-2 vocabulary '", source, "': at byte offset ", offset, ": ", parts...));
   };
+  encoder_source = source;
   io::json::Value root;
   try {
-    root = io::json::parse(text);
+    root = io::json::parse(text, io::json::file_limits(text.size()));
   } catch (const io::json::ParseError& error) {
-    fail(error.offset(), "not valid JSON: ", error.reason());
+    fail(error.offset(), "cannot parse it as JSON: ", error.reason());
   }
   if (!root.is_object()) fail(0, "expected an object of token -> id, found ", io::json::kind_name(root.kind()));
   const io::json::Object& members = root.as_object();
@@ -180,7 +182,13 @@ void GPT2Tokenizer::Vocabulary::read_encoder_json(std::string_view text, const s
   eot = end_of_text->second;
 }
 
+// GPT-2's vocabulary is 256 byte tokens, one token made by each merge rule, and
+// <|endoftext|>: 50,257 tokens, 50,000 rules. A rule making a token another rule made, or
+// fewer rules than that (a truncated or empty vocab.bpe, which would still load and
+// tokenize differently), is an error.
 void GPT2Tokenizer::Vocabulary::read_vocab_bpe(std::string_view text, const std::string& source) {
+  const auto expected_merges = static_cast<int64_t>(token_bytes.size()) - 257;
+  std::vector<int64_t> made_at_line(token_bytes.size(), 0);  // the rule that makes each token
   size_t offset = 0;
   int64_t line_number = 0;
   while (offset < text.size()) {
@@ -226,7 +234,26 @@ void GPT2Tokenizer::Vocabulary::read_vocab_bpe(std::string_view text, const std:
     if (auto earlier = merges.find(ids[0], ids[1])) {
       fail("the rule \"", left, " ", right, "\" was already given, at rank ", earlier->rank);
     }
+    if (merged->second == eot) {
+      fail("\"", left, "\" + \"", right, "\" makes ", kEndOfText, ", which no merge rule may make");
+    }
+    if (int64_t& made = made_at_line[merged->second]; made != 0) {
+      fail("\"", left, "\" + \"", right, "\" makes \"", left, right, "\", which the rule on line ", made,
+           " already makes: each rule makes a token of its own");
+    } else {
+      made = line_number;
+    }
     merges.add(ids[0], ids[1], merged->second);
+  }
+  if (merges.size() != expected_merges) {
+    const std::string need = detail::concat(encoder_source, " has ", token_bytes.size(), " tokens, which need ",
+                                            expected_merges, " (256 bytes, one token per rule, ", kEndOfText, ")");
+    if (text.empty()) {
+      throw io::FormatError(detail::concat("GPT-2 merges '", source, "': byte offset 0: the file is empty; ", need));
+    }
+    throw io::FormatError(detail::concat("GPT-2 merges '", source, "': at byte offset ", text.size(),
+                                         " (the end of the file, after line ", line_number, "): ", merges.size(),
+                                         " merge rules, but ", need, ": is the file truncated?"));
   }
 }
 
@@ -251,8 +278,8 @@ GPT2Tokenizer::GPT2Tokenizer(const std::filesystem::path& directory)
 
 GPT2Tokenizer::GPT2Tokenizer(const std::filesystem::path& encoder_json, const std::filesystem::path& vocab_bpe) {
   auto vocabulary = std::make_shared<Vocabulary>();
-  vocabulary->read_encoder_json(read_whole_file(encoder_json), encoder_json.string());
-  vocabulary->read_vocab_bpe(read_whole_file(vocab_bpe), vocab_bpe.string());
+  vocabulary->read_encoder_json(read_tokenizer_file(encoder_json), encoder_json.string());
+  vocabulary->read_vocab_bpe(read_tokenizer_file(vocab_bpe), vocab_bpe.string());
   vocabulary_ = std::move(vocabulary);
 }
 

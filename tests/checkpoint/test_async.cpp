@@ -105,14 +105,25 @@ TEST_CASE("an optimizer of original parameters in two groups: the asynchronous s
     CHECK(file_text(dir.file("async") + "/step-00000002/" + name) == file_text(dir.file("sync") + "/step-00000002/" + name));
   }
 
-  // A NaN in one parameter's Adam moment is found where the optimizer holds it.
+  // Optimizer state is not checked: Adam's second moment may overflow to infinity while the
+  // weights stay finite (issue #32's diverging GPT-2 run did at step 5). A NaN in one
+  // parameter of its own is found, named as the original parameter.
   const size_t fc2_bias = weights.size() + static_cast<size_t>(std::find(other_names.begin(), other_names.end(), "fc2.bias") -
                                                                 other_names.begin());
-  ts::Tensor moment = adamw.state(fc2_bias).at("exp_avg");
-  static_cast<float*>(moment.data_ptr())[2] = std::numeric_limits<float>::quiet_NaN();
+  ts::Tensor moment = adamw.state(fc2_bias).at("exp_avg_sq");
+  static_cast<float*>(moment.data_ptr())[2] = std::numeric_limits<float>::infinity();
   for (ckpt::CheckpointManager* manager : {&sync, &async}) {
-    CHECK(contains(error_of([&] { manager->save(model, {.optimizer = &adamw}, {.step = 3}); }),
-                   "rank 0: optimizer state 'exp_avg' of parameter 'fc2.bias' (unit 'fc2') holds nan at element 2 of its 3"));
+    CHECK(error_of([&] { manager->save(model, {.optimizer = &adamw}, {.step = 3}); manager->wait(); }).empty());
+  }
+  {
+    ts::NoGradGuard no_grad;
+    for (auto& [name, flat] : model.named_parameters()) {
+      if (name == "fc2._flat_param") static_cast<float*>(flat.data_ptr())[16 + 2] = std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  for (ckpt::CheckpointManager* manager : {&sync, &async}) {
+    CHECK(contains(error_of([&] { manager->save(model, {.optimizer = &adamw}, {.step = 4}); }),
+                   "rank 0: parameter 'fc2.bias' (unit 'fc2') holds nan at element 2 of its 3"));
   }
 }
 

@@ -3,6 +3,7 @@
 // Resize / CenterCrop / flip outputs and the float pipeline must be equal, byte for byte
 // and bit for bit. Then the encoders, the flip's keying, and the errors for corrupt files.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <set>
@@ -220,4 +221,11 @@ TEST_CASE("a corrupt, truncated, empty or foreign file is a DataError naming it"
   CHECK(error_of([&] { data::read_image(empty); }).find("the file is empty") != std::string::npos);
   CHECK(error_of([&] { data::read_image(dir / "missing.png"); }).find("cannot open image") != std::string::npos);
   CHECK_THROWS_AS(data::read_image(text), data::DataError);
+  // A FIFO is refused at once (no writer would ever come); a write goes through the shared writer.
+  REQUIRE(::mkfifo((dir / "pipe.png").c_str(), 0644) == 0);
+  CHECK(error_of([&] { data::read_image(dir / "pipe.png"); }).find("it is a FIFO (named pipe), not a regular file") !=
+        std::string::npos);
+  std::filesystem::create_directory(dir / "folder.png");
+  CHECK(error_of([&] { data::write_png(dir / "folder.png", data::read_image(write("ok.png", png))); })
+            .find("it is a directory") != std::string::npos);
 }

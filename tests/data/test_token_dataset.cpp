@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 #include <tessera/tessera.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -53,24 +56,28 @@ std::vector<Batch> collect(const DataLoader& loader, int64_t epoch) {
 
 }  // namespace
 
-TEST_CASE("write_token_file writes llm.c's header and the tokens; TokenFile maps them back") {
+TEST_CASE("write_token_file writes llm.c's header and the tokens; TokenFile reads them back") {
   TempDir dir;
   const std::vector<uint16_t> tokens{50256, 31373, 995, 0, 65535};
   ts::data::write_token_file(dir.file("t.bin"), tokens);
   CHECK(read_file_bytes(dir.file("t.bin")) == token_file_bytes(20240520, 1, 5, tokens));
   const TokenFile file(dir.file("t.bin"));
   CHECK(file.size() == 5);
-  CHECK(std::vector<uint16_t>(file.tokens().begin(), file.tokens().end()) == tokens);
+  CHECK(file.read_all() == tokens);
+  std::vector<uint16_t> middle(3);
+  file.read(1, middle);
+  CHECK(middle == std::vector<uint16_t>{31373, 995, 0});
+  CHECK(contains(error_of<ts::IndexError>([&] { file.read(3, middle); }), "tokens [3, 6) are out of range for its 5 tokens"));
   CHECK(file.path() == dir.file("t.bin"));
   // An empty file is a header alone.
   ts::data::write_token_file(dir.file("empty.bin"), std::vector<uint16_t>{});
   CHECK(read_file_bytes(dir.file("empty.bin")).size() == 1024);
   CHECK(TokenFile(dir.file("empty.bin")).size() == 0);
-  // Moving keeps the mapping.
+  // Moving keeps the open file.
   TokenFile moved = TokenFile(dir.file("t.bin"));
   TokenFile target(dir.file("empty.bin"));
   target = std::move(moved);
-  CHECK(target.tokens()[1] == 31373);
+  CHECK(target.read_all()[1] == 31373);
 }
 
 TEST_CASE("a bad token file is a DataError naming the file, the byte offset and the field") {
@@ -104,14 +111,35 @@ TEST_CASE("a bad token file is a DataError naming the file, the byte offset and 
                           "bytes of tokens at offsets [1024, 1028)), found 2 more bytes"));
   CHECK(contains(error_for(token_file_bytes(20240520, 1, 3, counting(3)) + "x"), "found 1 more bytes"));
   CHECK(contains(error_of<ts::data::DataError>([&] { TokenFile file(dir.file("missing.bin")); }),
-                 "token file '" + dir.file("missing.bin") + "': cannot open it: No such file or directory"));
-  CHECK(contains(error_of<ts::data::DataError>([&] { TokenFile file(dir.path()); }), "is not a regular file"));
+                 "token file '" + dir.file("missing.bin") + "': cannot open '" + dir.file("missing.bin") +
+                     "': No such file or directory"));
+  CHECK(contains(error_of<ts::data::DataError>([&] { TokenFile file(dir.path()); }),
+                 "it is a directory, not a regular file"));
   // Tokens at or above the vocabulary, when the dataset is asked to check.
   write_file_bytes(path, token_file_bytes(20240520, 1, 4, {1, 2, 50257, 3}));
   CHECK(
       contains(error_of<ts::data::DataError>([&] { TokenDataset dataset(path, {.seq_len = 2, .vocab_size = 50257}); }),
                prefix + "1028: token 50257 (number 2) is not below the vocabulary size 50257"));
   CHECK_NOTHROW(TokenDataset(path, {.seq_len = 2}));
+}
+
+TEST_CASE("a FIFO is refused without waiting for a writer; a file truncated while in use is a DataError, not SIGBUS") {
+  TempDir dir;
+  const std::string fifo = dir.file("tokens.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening a FIFO with no writer would block this test forever.
+  CHECK(contains(error_of<ts::data::DataError>([&] { TokenFile file(fifo); }),
+                 "token file '" + fifo + "': cannot read '" + fifo + "': it is a FIFO (named pipe), not a regular file"));
+
+  const std::string path = dir.file("shrinking.bin");
+  ts::data::write_token_file(path, counting(100));
+  const TokenDataset dataset(path, {.seq_len = 9});  // 11 windows
+  CHECK(dataset.window(10) == counting(10, 90));
+  REQUIRE(::truncate(path.c_str(), 1024 + 2 * 50) == 0);  // 50 of the 100 tokens left
+  CHECK(dataset.window(4) == counting(10, 36));              // still there
+  CHECK(contains(error_of<ts::data::DataError>([&] { dataset.get_batch({0, 6}); }),
+                 "token file '" + path + "': at byte offset 1132: expected 20 more bytes of tokens, but the file is "
+                 "now 1124 bytes (1224 when it was opened): it was truncated while in use"));
 }
 
 TEST_CASE("TokenDataset: windows of T+1 tokens, inputs the first T, targets the last T") {

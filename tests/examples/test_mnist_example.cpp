@@ -1,9 +1,10 @@
 // examples/mnist as a user runs it: on a small fake dataset in MNIST's layout, its JSON
 // output, its flags, saving and loading weights, and the clear errors and non-zero exit
-// it gives for missing, truncated and corrupt files.
+// it gives for missing, truncated and corrupt files; --save to a device, a FIFO, a folder.
 #include <unistd.h>
 
 #include "example_test.h"
+#include "special_files.h"
 
 namespace {
 
@@ -89,6 +90,33 @@ TEST_CASE("--save writes PyTorch-named weights that --init loads back") {
   Run loaded = run_example(common + " --init " + weights);
   INFO(loaded.err);
   CHECK(loaded.status == 0);
+}
+
+TEST_CASE("--save goes through the shared writer: a character device stays one, a FIFO gets the file, a folder is refused") {
+  TempDir data;
+  write_fake_mnist(data.path());
+  const std::string common = "--data " + data.path().string() + " --dry-run --json --threads 1";
+  const std::string weights = (data / "net.safetensors").string();
+  REQUIRE(run_example(common + " --save " + weights).status == 0);
+  const std::string null = (data / "null").string();
+  if (test_support::make_null_device(null)) {  // as root, --save /dev/null once replaced /dev/null with a file
+    Run to_null = run_example(common + " --save " + null);
+    CHECK_MESSAGE(to_null.status == 0, to_null.err);
+    CHECK(test_support::is_null_device(null));
+  }
+  const std::string pipe = (data / "pipe").string();
+  REQUIRE(test_support::make_fifo(pipe));
+  {
+    test_support::FifoReader reader(pipe);
+    REQUIRE(reader.opened());
+    Run to_pipe = run_example(common + " --save " + pipe);
+    CHECK_MESSAGE(to_pipe.status == 0, to_pipe.err);
+    CHECK(reader.bytes() == read_text(weights));  // the dry run's weights: the same at every run
+  }
+  std::filesystem::create_directory(data / "folder");
+  Run to_folder = run_example(common + " --save " + (data / "folder").string());
+  CHECK(to_folder.status != 0);
+  CHECK(contains(to_folder.err, "cannot save to '" + (data / "folder").string() + "': it is a directory"));
 }
 
 TEST_CASE("--init checks the file's names and shapes before reading it: a sparse 16 GiB tensor of the wrong shape costs nothing") {

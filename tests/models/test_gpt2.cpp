@@ -4,6 +4,9 @@
 // tokens, and generation (greedy as PyTorch's; cached as uncached; seeded sampling).
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <sstream>
 #include <tessera/tessera.h>
 
@@ -71,6 +74,26 @@ TEST_CASE("GPT2: the presets are GPT-2's sizes (parameters as Hugging Face count
   CHECK(models::GPTConfig::preset("gpt2-medium").num_parameters() == 354'823'168);
   CHECK(models::GPTConfig::preset("gpt2-large").num_parameters() == 774'030'080);
   CHECK(models::GPTConfig::preset("gpt2-xl").num_parameters() == 1'557'611'200);
+  // The count is the built model's, for every preset (building one allocates nothing).
+  for (const std::string& name : models::GPTConfig::preset_names()) {
+    CAPTURE(name);
+    models::GPT2 model(models::GPTConfig::preset(name));
+    int64_t count = 0;
+    for (const Tensor& p : model.parameters()) count += p.numel();
+    CHECK(count == model.config().num_parameters());
+    CHECK(model.config().checked_num_parameters() == count);
+  }
+  // Sizes whose count passes int64 are refused by check() (and the constructor) before
+  // anything is built: before, n_layer = 2^63 - 1 built blocks for ever.
+  const models::GPTConfig deep{.n_layer = std::numeric_limits<int64_t>::max()};
+  CHECK_FALSE(deep.checked_num_parameters().has_value());
+  CHECK(contains(error_of([&] { deep.check(); }), "GPTConfig: n_layer 9223372036854775807, n_embd 768, block_size 1024 "
+                                                  "and vocab_size 50257 make more than 9223372036854775807 parameters"));
+  CHECK(contains(error_of([&] { models::GPT2 model(deep); }), "make more than 9223372036854775807 parameters"));
+  CHECK_FALSE(models::GPTConfig{.n_head = 1, .n_embd = int64_t{3} << 30}.checked_num_parameters().has_value());  // c^2
+  CHECK_FALSE(models::GPTConfig{.vocab_size = int64_t{1} << 62}.checked_num_parameters().has_value());
+  CHECK(models::GPTConfig{.n_layer = 1, .n_head = 1, .n_embd = 1, .block_size = 1, .vocab_size = 1}.num_parameters() ==
+        1 + 1 + 12 + 13 + 2);  // wte, wpe, the block's 12 c^2 + 13 c, ln_f
   // Building one allocates nothing: parameters stay deferred until used, loaded or sharded.
   models::GPT2 xl(models::GPTConfig::preset("GPT2-XL"));
   CHECK(xl.transformer.h.size() == 48);
@@ -128,6 +151,17 @@ TEST_CASE("GPT2: loads Hugging Face's files: the hub's layout and GPT2LMHeadMode
     untied.insert("lm_head.weight", untied.at("lm_head.weight") * 2.0);
     models::GPT2 model(ref.config);
     CHECK(contains(error_of([&] { model.load_hf_state_dict(untied); }), "lm_head.weight [96, 32] differs from transformer.wte.weight"));
+  }
+  SUBCASE("a NaN in the tied pair is named as not finite, not as an untied head") {
+    ts::StateDict poisoned = ts::io::load(gpt2_reference::source_path("gpt2_tiny_lm_head.safetensors"));
+    ts::Tensor head = poisoned.at("lm_head.weight").clone();
+    head.view({-1}).select(0, 40).fill_(std::nan(""));
+    poisoned.insert("lm_head.weight", head);
+    models::GPT2 model(ref.config);
+    const std::string message = error_of([&] { model.load_hf_state_dict(poisoned); });
+    CHECK(contains(message, "gpt2_state_dict_from_hf: lm_head.weight [96, 32] is not finite: element 40 (flat index) is "
+                            "nan, so it cannot be checked against the tied transformer.wte.weight"));
+    CHECK_FALSE(contains(message, "differs"));
   }
 }
 
@@ -246,6 +280,15 @@ TEST_CASE("GPT2: cached and uncached generation agree token for token; sampling 
   CHECK(a.to_vector<int64_t>() != c.to_vector<int64_t>());
   CHECK(model.generate(prompt, 6, {.top_k = 1, .seed = 4}).to_vector<int64_t>() ==
         model.generate(prompt, 6, {.temperature = 0}).to_vector<int64_t>());
+  // A tiny temperature is greedy (float32 logits / 1e-300 would be +-inf and NaN in multinomial),
+  // with and without top-k; as a temperature grows, samples leave the greedy path.
+  const std::vector<int64_t> greedy = model.generate(prompt, 6, {.temperature = 0}).to_vector<int64_t>();
+  for (double tiny : {1e-300, 5e-324}) {
+    CAPTURE(tiny);
+    CHECK(model.generate(prompt, 6, {.temperature = tiny, .seed = 4}).to_vector<int64_t>() == greedy);
+    CHECK(model.generate(prompt, 6, {.temperature = tiny, .top_k = 5, .seed = 4}).to_vector<int64_t>() == greedy);
+  }
+  CHECK(model.generate(prompt, 6, {.temperature = 5.0, .seed = 4}).to_vector<int64_t>() != greedy);
   // A 1-D prompt gives a 1-D sequence; no new tokens gives the prompt.
   Tensor single = model.generate(prompt.select(0, 1), 3, {.temperature = 0});
   CHECK(single.sizes() == ts::Shape{7});

@@ -1,5 +1,5 @@
 // ts::equal and ts::allclose: torch.equal's and torch.allclose's answers on the same inputs
-// (shapes, broadcasting, infinities, NaN, the tolerance's edge).
+// (shapes, broadcasting, infinities, NaN, the tolerance's edge); ts::first_non_finite.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -35,4 +35,17 @@ TEST_CASE("allclose: |a - b| <= atol + rtol * |b|, broadcast, NaN never close, a
   CHECK(ts::allclose(w, ts::ones({2})));
   CHECK(w.grad_fn() == nullptr);                                 // nothing recorded
   CHECK_THROWS_AS(ts::allclose(b, b, -1.0), ts::ValueError);
+}
+
+TEST_CASE("first_non_finite: the flat index of the first NaN or infinity, as torch.isfinite(x).logical_not().nonzero()[0]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  CHECK_FALSE(ts::first_non_finite(ts::tensor<float>({1, -2, 3e38f, 0}, {2, 2})).has_value());
+  CHECK(ts::first_non_finite(ts::tensor<float>({1, 2, 3, static_cast<float>(nan)}, {2, 2})) == 3);
+  CHECK(ts::first_non_finite(ts::tensor<double>({1, -inf, nan})) == 1);
+  CHECK(ts::first_non_finite(ts::tensor<double>({inf})) == 0);
+  CHECK(ts::first_non_finite(ts::tensor<float>({1, 2, static_cast<float>(nan), 4}, {2, 2}).t()) == 1);  // row-major order of the view
+  CHECK(ts::first_non_finite(ts::tensor<float>({1, static_cast<float>(inf)}).to(ts::DType::bf16)) == 1);
+  CHECK_FALSE(ts::first_non_finite(ts::tensor<int64_t>({1, 2})).has_value());  // integers are always finite
+  CHECK_FALSE(ts::first_non_finite(ts::zeros({0})).has_value());
+  CHECK_THROWS_AS(ts::first_non_finite(ts::Tensor()), ts::ValueError);
 }

@@ -32,7 +32,10 @@ TEST_CASE("memory sizes: bytes, binary and decimal units, fractions; anything el
   CHECK(ts::parse_memory_size("1.5kB") == 1500);
   CHECK(ts::parse_memory_size("4096") == 4096);
   CHECK(ts::parse_memory_size("100B") == 100);
-  for (const char* bad : {"", "GiB", "-1GiB", "0", "2.5 gigabytes", "1e30", "nan", "2.5GiB extra", "1.5 B B"}) {
+  CHECK(ts::parse_memory_size(".5KiB") == 512);
+  CHECK(ts::parse_memory_size("2.GiB") == 2 * (int64_t{1} << 30));
+  for (const char* bad : {"", "GiB", "-1GiB", "0", "2.5 gigabytes", "1e30", "nan", "2.5GiB extra", "1.5 B B",
+                          "0x10", "0x10GiB", "1e9", " 1GiB", "+1GiB", "inf", "1..5GiB", ".", "1.2.3"}) {
     CAPTURE(bad);
     std::string error = error_of([&] { ts::parse_memory_size(bad, "--memory-limit"); });
     CHECK(contains(error, "--memory-limit: '" + std::string(bad) + "' is not a memory size"));

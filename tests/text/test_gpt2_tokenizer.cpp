@@ -8,7 +8,10 @@
 // Then decode(encode(x)) == x on random UTF-8 and bytes, and encoding from several threads.
 #include <doctest/doctest.h>
 
+#include <climits>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -192,5 +195,67 @@ TEST_CASE("encoding from several threads at once gives the tokens of one") {
   }
   for (size_t t = 0; t < parallel.size(); ++t) {
     for (size_t i = 0; i < texts.size(); ++i) CHECK(parallel[t][i] == serial[(i + 37 * t) % texts.size()]);
+  }
+}
+
+namespace {
+
+// GPT-2's bpe() from encoder.py, as written there (O(n^2): one pass per rank), on a word of
+// ASCII letters (which the vocabulary files spell as themselves), with the ranks read here
+// from vocab.bpe.
+std::vector<std::string> reference_bpe(const std::string& word,
+                                       const std::map<std::pair<std::string, std::string>, int>& ranks) {
+  std::vector<std::string> parts;
+  for (char c : word) parts.emplace_back(1, c);
+  while (parts.size() > 1) {
+    int best = INT32_MAX;
+    std::pair<std::string, std::string> bigram;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      auto found = ranks.find({parts[i], parts[i + 1]});
+      if (found != ranks.end() && found->second < best) best = found->second, bigram = found->first;
+    }
+    if (best == INT32_MAX) break;
+    std::vector<std::string> joined;
+    for (size_t i = 0; i < parts.size();) {
+      if (i + 1 < parts.size() && parts[i] == bigram.first && parts[i + 1] == bigram.second) {
+        joined.push_back(parts[i] + parts[i + 1]);
+        i += 2;
+      } else {
+        joined.push_back(parts[i++]);
+      }
+    }
+    parts = std::move(joined);
+  }
+  return parts;
+}
+
+}  // namespace
+
+TEST_CASE("long pieces merge exactly as GPT-2's bpe(): random words of up to 3,000 letters, and repeats") {
+  std::map<std::pair<std::string, std::string>, int> ranks;
+  std::istringstream merges(read_file(text_test::gpt2_directory() / "vocab.bpe"));
+  std::string line;
+  std::getline(merges, line);  // #version
+  for (int rank = 0; std::getline(merges, line); ++rank) {
+    const size_t space = line.find(' ');
+    if (space != std::string::npos) ranks[{line.substr(0, space), line.substr(space + 1)}] = rank;
+  }
+  REQUIRE(ranks.size() == 50000);
+  std::mt19937 random(5);
+  std::vector<std::string> words;
+  for (size_t length : {2, 3, 10, 64, 65, 300, 1000, 3000}) {
+    for (const char* alphabet : {"abcdefghijklmnopqrstuvwxyz", "eatnois", "ab"}) {
+      std::string word;
+      const size_t letters = std::strlen(alphabet);
+      for (size_t i = 0; i < length; ++i) word += alphabet[random() % letters];
+      words.push_back(word);
+    }
+    words.push_back(std::string(length, 'a'));
+  }
+  for (const std::string& word : words) {
+    CAPTURE(word.substr(0, 40));
+    Tokens expected;
+    for (const std::string& part : reference_bpe(word, ranks)) expected.push_back(*gpt2().token_of_bytes(part));
+    CHECK(gpt2().encode(word) == expected);
   }
 }

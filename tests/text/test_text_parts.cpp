@@ -3,6 +3,7 @@
 // give), the byte-to-unicode map, the pre-tokenizer's pieces, byte-pair merging by rank on
 // a small vocabulary, and the loader's errors for malformed vocabulary files.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <random>
 #include <string>
@@ -204,7 +205,7 @@ TEST_CASE("a malformed encoder.json is an error naming the file, the byte offset
     return error_of<tessera::io::FormatError>(
         [&] { text::GPT2Tokenizer::from_strings(encoder_json, good.vocab_bpe, "tiny"); });
   };
-  CHECK(contains(error_for("{\"a\": 0,"), "GPT-2 vocabulary 'tiny (encoder.json)': at byte offset 8: not valid JSON"));
+  CHECK(contains(error_for("{\"a\": 0,"), "GPT-2 vocabulary 'tiny (encoder.json)': at byte offset 8: cannot parse it as JSON"));
   CHECK(contains(error_for("[1, 2]"), "at byte offset 0: expected an object of token -> id, found an array"));
   CHECK(contains(error_for("{\"a\": \"0\"}"),
                  "at byte offset 6: the id of token \"a\" must be an integer, found a string"));
@@ -233,15 +234,63 @@ TEST_CASE("a malformed vocab.bpe is an error naming the file, the line and the f
   CHECK(contains(error_for("b c\n"), "\"b\" + \"c\" makes \"bc\", which is not a token of the vocabulary"));
   CHECK(contains(error_for("a b\na b\n"), "line 2 (byte offset 4): the rule \"a b\" was already given, at rank 0"));
   CHECK(contains(error_for("a \tb\n"), "the character U+0009, which stands for no byte"));
-  // The header line is optional, a CRLF file reads, and merges may be fewer than the tokens.
+  // The header line is optional and a CRLF file reads.
   CHECK(text::GPT2Tokenizer::from_strings(good.encoder_json, "a b\r\nab c\r\n").merge_count() == 2);
-  CHECK(text::GPT2Tokenizer::from_strings(good.encoder_json, "").merge_count() == 0);
+}
+
+TEST_CASE("vocab.bpe must make each token of encoder.json once: truncated, empty or repeated is an error" *
+          doctest::skip(!kPcre2)) {
+  // 256 bytes + one token per rule + <|endoftext|>: 260 tokens, 3 rules.
+  const text_test::TinyVocabulary good = text_test::tiny_vocabulary({{"a", "b"}, {"ab", "c"}, {"x", "y"}});
+  auto error_for = [&](const std::string& vocab_bpe) {
+    return error_of<tessera::io::FormatError>(
+        [&] { text::GPT2Tokenizer::from_strings(good.encoder_json, vocab_bpe, "tiny"); });
+  };
+  CHECK(text::GPT2Tokenizer::from_strings(good.encoder_json, good.vocab_bpe).merge_count() == 3);
+  const std::string need = "tiny (encoder.json) has 260 tokens, which need 3 (256 bytes, one token per rule, <|endoftext|>)";
+  CHECK(contains(error_for(""), "GPT-2 merges 'tiny (vocab.bpe)': byte offset 0: the file is empty; " + need));
+  CHECK(contains(error_for("#version: 0.2\n"), "at byte offset 14 (the end of the file, after line 1): 0 merge rules, but " + need));
+  // Cut after the second rule, at a line's end or inside the third.
+  CHECK(contains(error_for("#version: 0.2\na b\nab c\n"),
+                 "at byte offset 23 (the end of the file, after line 3): 2 merge rules, but " + need +
+                     ": is the file truncated?"));
+  CHECK(contains(error_for("#version: 0.2\na b\nab c\nx"), "line 4 (byte offset 23): expected a merge rule"));
+  // Two rules making one token ("ab" + "c" and "a" + "bc" would both make "abc").
+  const text_test::TinyVocabulary twice = text_test::tiny_vocabulary({{"a", "b"}, {"b", "c"}, {"ab", "c"}});
+  CHECK(contains(error_of<tessera::io::FormatError>([&] {
+                   text::GPT2Tokenizer::from_strings(twice.encoder_json, "a b\nb c\nab c\na bc\n", "tiny");
+                 }),
+                 "line 4 (byte offset 13): \"a\" + \"bc\" makes \"abc\", which the rule on line 3 already makes"));
+}
+
+TEST_CASE("tokenizer files are read only when they are regular files of at most 8 MiB" * doctest::skip(!kPcre2)) {
+  tessera::testing::TempDir dir;
+  const text_test::TinyVocabulary good = text_test::tiny_vocabulary({{"a", "b"}});
+  tessera::testing::write_file_bytes(dir.file("vocab.bpe"), good.vocab_bpe);
+  // 9 MiB of encoder.json: refused unread, whatever it holds.
+  std::string big = good.encoder_json;
+  big.insert(big.size() - 1, std::string((9 << 20) - big.size(), ' '));
+  tessera::testing::write_file_bytes(dir.file("encoder.json"), big);
+  CHECK(contains(error_of<tessera::io::FormatError>([&] { text::GPT2Tokenizer tokenizer(dir.path()); }),
+                 dir.file("encoder.json") + ": byte 0: the file is 9437184 bytes, over the 8388608-byte limit for a "
+                                            "GPT-2 tokenizer file"));
+  // Within the size, JSON that would take more than 32 times its size is refused part-way.
+  std::string hostile = "{\"x\": [0";
+  while (hostile.size() < (2 << 20)) hostile += ",0";
+  tessera::testing::write_file_bytes(dir.file("encoder.json"), hostile + "]}");
+  CHECK(contains(error_of<tessera::io::FormatError>([&] { text::GPT2Tokenizer tokenizer(dir.path()); }),
+                 "bytes of memory, the limit for this document"));
+  // A FIFO is refused, not waited on.
+  std::filesystem::remove(dir.file("encoder.json"));
+  REQUIRE(::mkfifo(dir.file("encoder.json").c_str(), 0644) == 0);
+  CHECK(contains(error_of<tessera::io::IOError>([&] { text::GPT2Tokenizer tokenizer(dir.path()); }),
+                 "is a FIFO (named pipe), not a regular file"));
 }
 
 TEST_CASE("missing tokenizer files name the file and the script that fetches them" * doctest::skip(!kPcre2)) {
   tessera::testing::TempDir dir;
   const std::string message = error_of<tessera::io::IOError>([&] { text::GPT2Tokenizer tokenizer(dir.path()); });
-  CHECK(contains(message, "tokenizer file '" + dir.file("encoder.json") + "': cannot open it"));
+  CHECK(contains(message, "GPT-2 tokenizer: cannot open '" + dir.file("encoder.json") + "': No such file or directory"));
   CHECK(contains(message, "scripts/get-gpt2-tokenizer"));
   CHECK(
       contains(error_of<tessera::io::IOError>([&] { text::GPT2Tokenizer(dir.path(), dir.path()); }), "is a directory"));

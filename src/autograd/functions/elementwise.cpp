@@ -4,6 +4,7 @@
 
 #include "tessera/autograd/functions/recording.h"
 #include "tessera/tensor/device_check.h"
+#include "tessera/tensor/factory.h"
 
 namespace tessera {
 
@@ -247,6 +248,18 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   // whose tolerance is infinite too, is not close).
   if (is_floating(error.dtype())) within = logical_and(within, error < std::numeric_limits<double>::infinity());
   return logical_not(logical_or(eq(a, b), within)).sum().item<int64_t>() == 0;
+}
+
+std::optional<int64_t> first_non_finite(const Tensor& x) {
+  check_defined(x, "first_non_finite");
+  if (!is_floating(x.dtype())) return std::nullopt;
+  NoGradGuard no_grad;
+  // x - x is 0 for a finite x and NaN for NaN and both infinities. Reduced precisions are
+  // widened first: not every backend computes in them.
+  const Tensor wide = x.dtype() == DType::f32 || x.dtype() == DType::f64 ? x : x.to(DType::f32);
+  const Tensor bad = ne(wide - wide, zeros({}, {.dtype = wide.dtype(), .device = wide.device()})).flatten();
+  if (bad.sum().item<int64_t>() == 0) return std::nullopt;
+  return argmax(bad.cpu().to(DType::i64), 0).item<int64_t>();  // only when one is found
 }
 
 namespace {
