@@ -1,7 +1,6 @@
 #include "tessera/checkpoint/finite.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "tessera/tensor/native.h"
 
@@ -47,14 +46,12 @@ int64_t first_non_finite(const Tensor& values) {
   return first_non_finite(values.data_ptr(), values.numel(), values.dtype());
 }
 
-std::string non_finite_message(const UnitRecord& unit, const std::string& state, int64_t flat_index, double value,
-                               int rank) {
+std::string non_finite_message(const UnitRecord& unit, int64_t flat_index, double value, int rank) {
   std::string what = tessera::detail::concat("the gap at flat element ", flat_index, " of unit '", unit.name, "'");
   for (const fsdp::FlatEntry& entry : unit.parameters) {
     if (flat_index >= entry.offset && flat_index < entry.offset + entry.numel) {
-      what = tessera::detail::concat(state.empty() ? "parameter '" : "optimizer state '" + state + "' of parameter '",
-                                     entry.name, "' (unit '", unit.name, "') holds ", value_text(value), " at element ",
-                                     flat_index - entry.offset, " of its ", entry.numel);
+      what = tessera::detail::concat("parameter '", entry.name, "' (unit '", unit.name, "') holds ", value_text(value),
+                                     " at element ", flat_index - entry.offset, " of its ", entry.numel);
       break;
     }
   }
@@ -85,7 +82,7 @@ std::optional<std::string> find_non_finite(const ModelSource& source, int rank) 
     const fsdp::ElementRange range = source.written(u);
     Tensor parameter = source.shard_slice(u, "", range.begin, range.size());
     if (const int64_t bad = first_bad(parameter); bad >= 0) {
-      return non_finite_message(unit, "", range.begin + bad, element(parameter, bad), rank);
+      return non_finite_message(unit, range.begin + bad, element(parameter, bad), rank);
     }
   }
   if (rank != 0) return std::nullopt;

@@ -23,11 +23,9 @@ int64_t first_non_finite(const Tensor& values);
 // The same for `count` elements of `dtype` at `data`.
 int64_t first_non_finite(const void* data, int64_t count, DType dtype);
 
-// "rank 1: parameter 'fc1.weight' (of unit 'fc1') holds nan at element 17 of its 35" for
-// element `index` of this rank's slice of unit `unit`'s flat tensor `state` ("" for the
-// parameter) that begins at flat element `first`; `value` is the element.
-std::string non_finite_message(const UnitRecord& unit, const std::string& state, int64_t flat_index, double value,
-                               int rank);
+// "rank 1: parameter 'fc1.weight' (unit 'fc1') holds nan at element 17 of its 35: refusing
+// ..." for flat element `flat_index` of unit `unit`'s parameter, whose value is `value`.
+std::string non_finite_message(const UnitRecord& unit, int64_t flat_index, double value, int rank);
 // The same for element `index` of buffer `name`.
 std::string non_finite_buffer_message(const std::string& name, int64_t index, double value);
 

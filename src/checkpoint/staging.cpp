@@ -76,7 +76,7 @@ std::optional<std::string> StagedState::stage(const ModelSource& source, int ran
       } else {  // optimizer state is not checked (finite.h)
         source.copy_state_slice(u, state, range.begin, to);
       }
-      if (bad >= 0 && !problem) problem = non_finite_message(unit, state, range.begin + bad, element(to, bad), rank);
+      if (bad >= 0 && !problem) problem = non_finite_message(unit, range.begin + bad, element(to, bad), rank);
       slices_.emplace(std::move(key), std::move(to));
     }
   }
