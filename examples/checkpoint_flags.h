@@ -1,6 +1,6 @@
 // The checkpoint flags the training examples share (--checkpoint-dir, --checkpoint-every,
-// --keep-checkpoints, --resume, --overwrite-checkpoints): read and checked in one place, and
-// the CheckpointManager they ask for, which claims its folder before training.
+// --keep-checkpoints, --resume, --overwrite-checkpoints, --async-checkpoint): read and checked
+// in one place, and the CheckpointManager they ask for, which claims its folder before training.
 //
 //   example::CheckpointFlags checkpoints;                   // in the example's Options
 //   while (args.next()) {
@@ -27,8 +27,9 @@ struct CheckpointFlags {
   int keep = 3;           // --keep-checkpoints; 0 keeps all
   bool resume = false;    // --resume
   bool overwrite = false; // --overwrite-checkpoints
+  bool async = false;     // --async-checkpoint: training goes on while a checkpoint is written
 
-  // Takes the current flag when it is one of the five (and says so).
+  // Takes the current flag when it is one of the six (and says so).
   bool read(CommandLine& args) {
     const std::string& flag = args.flag();
     if (flag == "--checkpoint-dir") dir = args.value();
@@ -36,6 +37,7 @@ struct CheckpointFlags {
     else if (flag == "--keep-checkpoints") keep = args.number<int>();
     else if (flag == "--resume") resume = true;
     else if (flag == "--overwrite-checkpoints") overwrite = true;
+    else if (flag == "--async-checkpoint") async = true;
     else return false;
     return true;
   }
@@ -46,6 +48,7 @@ struct CheckpointFlags {
     if (overwrite && (dir.empty() || resume)) {
       args.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
     }
+    if (async && dir.empty()) args.error("--async-checkpoint needs --checkpoint-dir");
   }
 
   // Whether the step just finished is one --checkpoint-every saves after.
@@ -57,7 +60,8 @@ struct CheckpointFlags {
   std::optional<tessera::checkpoint::CheckpointManager> open(tessera::dist::ProcessGroup& world) const {
     if (dir.empty()) return std::nullopt;
     std::optional<tessera::checkpoint::CheckpointManager> manager;
-    manager.emplace(dir, tessera::checkpoint::CheckpointManagerOptions{.keep_last = keep, .overwrite = overwrite});
+    manager.emplace(dir, tessera::checkpoint::CheckpointManagerOptions{.keep_last = keep, .overwrite = overwrite,
+                                                                       .async_save = async});
     if (!resume) manager->claim(world);
     return manager;
   }

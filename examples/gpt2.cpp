@@ -154,6 +154,8 @@ weights and checkpoints:
   --overwrite-checkpoints start a new run in a DIR holding another run's checkpoints, which
                           its saves may then replace and prune (without it, or --resume, such a
                           DIR is refused before training)
+  --async-checkpoint      write checkpoints in the background (training goes on while they are
+                          written; latest moves once every rank's write is complete)
   --allow-data-change     with --resume, continue at the saved position although --data is not
                           the file the checkpoint was trained on (its token count and the
                           CRC32C of its first tokens are recorded); without it, refused
@@ -752,6 +754,8 @@ class Training {
         }
         if (checkpoints && options.checkpoints.due(state.step)) {
           save_checkpoint();
+        } else if (checkpoints) {
+          checkpoints->poll();  // a failed --async-checkpoint write stops the run here
         }
       }
       if (state.batch >= train_batches.size()) {
@@ -767,6 +771,7 @@ class Training {
   void finish() {
     evaluate();
     if (checkpoints && saved_at != state.step) save_checkpoint();
+    if (checkpoints) checkpoints->wait();  // --async-checkpoint: the last one is on disk
     if (options.sample > 0) sample();
     if (!options.save.empty()) save_weights();
     report_summary();
@@ -983,6 +988,7 @@ class Training {
     summary.emplace_back("peak_bytes", memory[0].peak);
     summary.emplace_back("state_bytes", memory[0].state());
     if (const std::optional<int64_t> limit = ts::memory_limit(device)) summary.emplace_back("memory_limit", *limit);
+    if (checkpoints) summary.emplace_back("checkpoint_staging_bytes", checkpoints->staging_bytes());
     report.summary(std::move(summary));
   }
 

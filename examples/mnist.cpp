@@ -92,6 +92,9 @@ with FSDP. Run alone for one rank, or under mpirun for several.
   --overwrite-checkpoints start a new run in a DIR holding another run's checkpoints, which
                           its saves may then replace and prune (without it, or --resume, such a
                           DIR is refused)
+  --async-checkpoint      write checkpoints in the background: a save copies the state to host
+                          memory and training goes on; latest moves once every rank's write is
+                          complete, and a failed write stops the run at the next step
   --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
   --dist-backend NAME     collectives for CUDA parameters: nccl (one GPU per rank), world
                           (the MPI world, staging through host memory: ranks may share a
@@ -320,6 +323,8 @@ struct Run {
       }
       if (checkpoints && options.checkpoints.due(state.step)) {
         save_checkpoint();
+      } else if (checkpoints) {
+        checkpoints->poll();  // a failed --async-checkpoint write stops the run here
       }
       if (options.dry_run) break;
     }
@@ -358,6 +363,7 @@ struct Run {
     if (checkpoints && !options.dry_run && saved_at != std::pair<uint64_t, int64_t>{state.step, state.epoch}) {
       save_checkpoint();
     }
+    if (checkpoints) checkpoints->wait();  // --async-checkpoint: the last one is on disk
     if (!options.save.empty()) {
       ts::StateDict weights = ts::fsdp::full_state_dict(model, {.rank0_only = true});
       if (world->rank() == 0) {
@@ -366,6 +372,9 @@ struct Run {
       }
     }
     report.line(ts::fsdp::memory_report(model).str());
+    if (checkpoints && checkpoints->staging_bytes() > 0) {
+      report.line("checkpoint staging: " + ts::format_bytes(checkpoints->staging_bytes()) + " of host memory");
+    }
   }
 };
 

@@ -27,6 +27,12 @@ std::vector<std::string> all_gather_strings(dist::ProcessGroup& group, const std
   return out;
 }
 
+bool true_on_every_rank(dist::ProcessGroup& group, bool mine) {
+  Tensor false_count = full({1}, mine ? 0.0 : 1.0, {.dtype = DType::i64});
+  group.all_reduce(false_count);
+  return false_count.to_vector<int64_t>()[0] == 0;
+}
+
 std::vector<std::string> run_on_every_rank(dist::ProcessGroup& group, const std::string& what,
                                            const std::function<std::string()>& part) {
   std::string result;

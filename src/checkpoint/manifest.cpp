@@ -444,11 +444,13 @@ json::Value to_json(const Manifest& manifest) {
   if (!manifest.scheduler.empty()) {
     scheduler = json::Object{{"type", manifest.scheduler}, {"state", small_tensors_to_json(manifest.scheduler_state)}};
   }
-  return json::Object{{"units", std::move(units)},
+  json::Object object{{"units", std::move(units)},
                       {"buffers", std::move(buffers)},
                       {"optimizer", std::move(optimizer)},
                       {"scheduler", std::move(scheduler)},
                       {"training", training_state_to_json(manifest.training)}};
+  if (manifest.finite) object.emplace_back("finite", *manifest.finite);
+  return object;
 }
 
 Manifest manifest_from_json(const json::Value& value, const JsonReader& reader, int64_t version) {
@@ -548,6 +550,10 @@ Manifest manifest_from_json(const json::Value& value, const JsonReader& reader, 
     if (version == 1) manifest.scheduler_state = step_lr_state_from_v1(manifest.scheduler_state);
   }
   manifest.training = training_state_from_json(reader.member(value, "training", "manifest"), reader);
+  if (const json::Value* finite = value.find("finite")) {
+    if (!finite->is_bool()) reader.fail(*finite, "finite: expected true or false");
+    manifest.finite = finite->as_bool();
+  }
   return manifest;
 }
 

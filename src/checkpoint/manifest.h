@@ -6,6 +6,7 @@
 // as JSON (see docs/checkpoints.md for the layout).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ struct Manifest {
   std::string scheduler;              // its type_name(): "StepLR", "SequentialLR", ...; empty when none
   StateDict scheduler_state;          // its state_dict()
   TrainingState training;
+  // Whether every parameter and floating buffer saved was finite (no NaN or infinity), as
+  // CheckpointManager checks while saving; unset when it
+  // was not checked (save_sharded, write_full, checkpoints of older versions). Rotation
+  // never prunes the newest finite checkpoint in favour of non-finite ones.
+  std::optional<bool> finite;
 
   // Unit `name`, or null.
   const UnitRecord* find_unit(const std::string& name) const;

@@ -76,8 +76,11 @@ ModelView ModelView::of(nn::Module& model, const optim::Optimizer* optimizer) {
 }
 
 void on_first_replica(nn::Module& model, const std::string& what, const std::function<void()>& step) {
+  on_first_replica(fsdp::replica_group(model), what, step);
+}
+
+void on_first_replica(dist::ProcessGroup* replicas, const std::string& what, const std::function<void()>& step) {
   thread_local bool inside = false;
-  dist::ProcessGroup* replicas = fsdp::replica_group(model);
   if (replicas == nullptr || inside) return step();
   run_on_every_rank(*replicas, what, [&] {
     if (replicas->rank() != 0) return std::string();

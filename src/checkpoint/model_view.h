@@ -50,6 +50,8 @@ struct ModelView {
 // replicas wait for it and fail with it. Without replicas, or nested inside another such
 // step, it just runs `step`. Collective over the model's ranks.
 void on_first_replica(nn::Module& model, const std::string& what, const std::function<void()>& step);
+// The same over `replicas` (fsdp::replica_group, or a duplicate of it; null: no replicas).
+void on_first_replica(dist::ProcessGroup* replicas, const std::string& what, const std::function<void()>& step);
 
 // Elements [begin, end) of a flat vector of `flat_numel` elements that rank `rank` of
 // `world_size` writes: FSDP's shard range, clipped to the unpadded vector.

@@ -19,6 +19,7 @@
 #include "tessera/checkpoint/model_source.h"
 #include "tessera/checkpoint/output_folder.h"
 #include "tessera/checkpoint/output_folder_claim.h"
+#include "tessera/checkpoint/sharded_writer.h"
 #include "tessera/io/atomic_file.h"
 #include "tessera/io/durable.h"
 #include "tessera/io/posix_file.h"
@@ -379,37 +380,35 @@ void ShardedCheckpoint::verify_all() const {
   }
 }
 
-namespace {
+namespace detail {
 
-// The save proper, by the ranks of one shard group (every rank of a model without replicas).
-void save_within_shard_group(const std::string& directory, nn::Module& model, const Stateful& with,
-                             const TrainingState& training) {
-  detail::ModelView view = detail::ModelView::of(model, with.optimizer);
+std::vector<std::string> describe_on_every_rank(const ModelView& view, const Stateful& with,
+                                                const TrainingState& training, const std::string& what,
+                                                std::optional<ModelSource>& described,
+                                                const std::function<std::string(ModelSource&)>& inspect) {
   dist::ProcessGroup& group = *view.group;
-  const std::string what = "saving checkpoint '" + directory + "'";
   TS_CHECK(group.size() <= kMaxWorldSize, CheckpointError, what, ": a world of ", group.size(),
            " ranks is more than a sharded checkpoint holds (", kMaxWorldSize, ": rank files are numbered with five digits)");
-  const std::string temporary = temporary_for(directory);
-  // Describing and serialising the manifest inside the first collective step makes a bad
-  // value on one rank (a NaN in its `extra`) fail the save on every rank.
-  std::optional<detail::ModelSource> described;
-  detail::run_on_every_rank(group, what, [&] {
-    described.emplace(view, with, describe(model, with, training));
+  return run_on_every_rank(group, what, [&] {
+    described.emplace(view, with, describe(*view.model, with, training));
     (void)json::write(to_json(described->manifest()));
+    return inspect ? inspect(*described) : std::string();
+  });
+}
+
+void write_sharded_files(dist::ProcessGroup& group, const FlatSource& source, const WrittenRange& written,
+                         const std::string& directory) {
+  const std::string what = "saving checkpoint '" + directory + "'";
+  const std::string temporary = temporary_for(directory);
+  run_on_every_rank(group, what, [&] {
     if (group.rank() == 0) filesystem_step(what, [&] { prepare_temporary(temporary); });
     return std::string();
   });
-  const detail::ModelSource& source = *described;
-  std::vector<std::string> records = detail::run_on_every_rank(group, what, [&] {
-    FileRecord record = write_rank_file(source, temporary, group.rank(), group.size(), [&](size_t unit) {
-      if (view.units[unit].replicated) {
-        return detail::save_range(view.units[unit].info.layout.flat_numel(), group.size(), group.rank());
-      }
-      return source.held(unit);
-    }, kDefaultChunkBytes);
+  std::vector<std::string> records = run_on_every_rank(group, what, [&] {
+    FileRecord record = write_rank_file(source, temporary, group.rank(), group.size(), written, kDefaultChunkBytes);
     return json::write(file_record_json(record));
   });
-  detail::run_on_every_rank(group, what, [&] {
+  run_on_every_rank(group, what, [&] {
     if (group.rank() != 0) return std::string();
     ShardedMetadata metadata;
     metadata.manifest = source.manifest();
@@ -421,6 +420,19 @@ void save_within_shard_group(const std::string& directory, nn::Module& model, co
     filesystem_step(what, [&] { finish(metadata, temporary, directory); });
     return std::string();
   });
+}
+
+}  // namespace detail
+
+namespace {
+
+// The save proper, by the ranks of one shard group (every rank of a model without replicas).
+void save_within_shard_group(const std::string& directory, nn::Module& model, const Stateful& with,
+                             const TrainingState& training) {
+  detail::ModelView view = detail::ModelView::of(model, with.optimizer);
+  std::optional<detail::ModelSource> described;
+  detail::describe_on_every_rank(view, with, training, "saving checkpoint '" + directory + "'", described);
+  detail::write_sharded_files(*view.group, *described, [&](size_t unit) { return described->written(unit); }, directory);
 }
 
 }  // namespace

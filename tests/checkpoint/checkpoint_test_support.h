@@ -6,6 +6,9 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -112,6 +115,32 @@ std::string error_of(F&& action) {
     return error.what();
   }
   return "";
+}
+
+// What `action` returns, run in a forked child (for process-wide settings such as
+// setrlimit that must not leak into the test), passed back through a pipe; the child exits
+// after it, and the test fails if a signal killed it.
+template <class F>
+std::string in_forked_child(F&& action) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    const std::string message = action();
+    (void)::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buffer[4096];
+  for (ssize_t got; (got = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) message.append(buffer, static_cast<size_t>(got));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK_MESSAGE(!WIFSIGNALED(status), "killed by signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return message;
 }
 
 }  // namespace checkpoint_test

@@ -2,9 +2,11 @@
 // any) and then trains and saves a checkpoint after every step, forever. Each checkpoint
 // records, in its training state, sums of the parameters and of Adam's first moments as
 // they were saved, so that whoever loads it can tell a consistent checkpoint from a mix of
-// two saves. Prints "ready" once it starts saving.
-//   crash_worker ROOT
+// two saves. Prints "ready" once it starts saving. With --async, the saves are asynchronous
+// (CheckpointManagerOptions::async_save): the next step trains while one is written.
+//   crash_worker ROOT [--async]
 #include <cstdio>
+#include <string>
 
 #include <tessera/tessera.h>
 
@@ -30,15 +32,16 @@ double sum_of(const std::vector<ts::Tensor>& tensors) {
 int main(int argc, char** argv) {
   try {
     auto world = ts::dist::init(argc, argv);
-    if (argc != 2) {
-      std::fprintf(stderr, "usage: crash_worker ROOT\n");
+    const bool async = argc == 3 && std::string(argv[2]) == "--async";
+    if (argc != 2 && !async) {
+      std::fprintf(stderr, "usage: crash_worker ROOT [--async]\n");
       return 2;
     }
     Net model;
     model.reset_parameters(1);
     ts::fsdp::fully_shard(model, world);
     ts::optim::Adam adam(model.parameters(), {.lr = 1e-3});
-    ckpt::CheckpointManager manager(argv[1], {.keep_last = 2});
+    ckpt::CheckpointManager manager(argv[1], {.keep_last = 2, .async_save = async});
     uint64_t step = 0;
     if (auto state = manager.restore(model, {.optimizer = &adam})) step = state->step;
     std::printf("ready\n");

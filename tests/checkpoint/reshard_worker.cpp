@@ -9,7 +9,11 @@
 //     (its file is corrupt) fails on all and changes nothing.
 //   "hsdp-save" (4 ranks as 2 replicas x 2): the same training hybrid-sharded; the first
 //     replica writes a sharded checkpoint (world size 2 in its metadata), a full reference
-//     and, through a CheckpointManager, a managed one; resumed 2 x 2, 12 losses bit for bit.
+//     and, through a CheckpointManager, a managed one, and an asynchronous one while training
+//     goes on (the same files); resumed 2 x 2, 12 losses bit for bit.
+//   "async-failure" (2 ranks): an asynchronous save whose write fails on rank 1 only (its
+//     file size limit) is reported by the next poll() on both ranks, naming rank 1, and
+//     `latest` stays on the checkpoint before.
 //   "hsdp-load" (1, 3 or 4 ranks, plain FSDP): the 2 x 2 checkpoint loads bit for bit
 //     against its reference and resumes to the hybrid run's losses (1e-5).
 //   "load" test case (1, 2, 3 or 4 ranks): load the 4-rank checkpoint into NaN-filled
@@ -27,8 +31,11 @@
 #include <fstream>
 #include <limits>
 
+#include <sys/resource.h>
+
 #include "../../examples/mnist_net.h"
 #include "../dist/dist_test_support.h"
+#include "temp_dir.h"
 
 namespace ts = tessera;
 namespace ckpt = tessera::checkpoint;
@@ -322,8 +329,18 @@ TEST_CASE("hsdp-save: a 2 x 2 job's first replica writes the checkpoint; resumed
   ckpt::save_full(dir + "/hsdp-reference.safetensors", run.model, run.with(), run.state);
   ckpt::CheckpointManager managed(dir + "/hsdp-managed", {.keep_last = 1});
   managed.save(run.model, run.with(), run.state);
-  std::vector<double> uninterrupted = run.train(kAfter);
+  ckpt::CheckpointManager async(dir + "/hsdp-async", {.keep_last = 1, .async_save = true});
+  async.save(run.model, run.with(), run.state);
+  std::vector<double> uninterrupted = run.train(kAfter);  // while the asynchronous save writes
+  async.wait();
   if (world->rank() == 0) write_losses(dir + "/hsdp-losses.json", uninterrupted);
+  const std::string async_step = dir + "/hsdp-async/" + ckpt::CheckpointManager::directory_name(kSavedAt);
+  const std::string sync_step = dir + "/hsdp-managed/" + ckpt::CheckpointManager::directory_name(kSavedAt);
+  CHECK(async.latest() == async_step);
+  for (const char* name : {"/metadata.json", "/rank-00000-of-00002.safetensors", "/rank-00001-of-00002.safetensors"}) {
+    CAPTURE(name);
+    CHECK(ts::testing::read_file_bytes(async_step + name) == ts::testing::read_file_bytes(sync_step + name));
+  }
 
   ckpt::ShardedCheckpoint saved(dir + "/hsdp-2x2");
   CHECK(saved.metadata().world_size == 2);  // the shard group's size: one file per shard
@@ -355,4 +372,36 @@ TEST_CASE("hsdp-load: the 2 x 2 checkpoint loads exactly into plain FSDP at this
             "difference ", worst);
   }
   CHECK(worst <= 1e-5);  // float32; the ranks sum gradients in another order
+}
+
+TEST_CASE("async-failure: a write that fails on one rank is reported on both by the next poll; latest stays") {
+  const auto& world = dist_test::world();
+  REQUIRE(world->size() == 2);
+  const std::string root = test_dir() + "/async-failure";
+  Run run;
+  run.train(2);
+  ckpt::CheckpointManager manager(root, {.async_save = true});
+  manager.save(run.model, run.with(), run.state);
+  manager.wait();
+  const std::string before = *manager.latest();
+  struct rlimit unlimited {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &unlimited) == 0);
+  if (world->rank() == 1) {
+    struct rlimit small = unlimited;
+    small.rlim_cur = 1024;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  }
+  run.train(1);
+  manager.save(run.model, run.with(), run.state);  // returns: the write runs in the background
+  std::string reported;
+  for (int step = 0; step < 10000 && reported.empty(); ++step) {  // each rank polls after each of its steps
+    reported = dist_test::error_of([&] { manager.poll(); });
+  }
+  if (world->rank() == 1) REQUIRE(::setrlimit(RLIMIT_FSIZE, &unlimited) == 0);
+  CHECK(reported.find("the asynchronous save of checkpoint '" + root + "/" +
+                      ckpt::CheckpointManager::directory_name(run.state.step) + "' failed") != std::string::npos);
+  CHECK(reported.find("File too large") != std::string::npos);
+  if (world->rank() == 0) CHECK(reported.find("failed on rank(s) 1 of 2") != std::string::npos);
+  CHECK(manager.latest() == before);
+  CHECK(dist_test::error_of([&] { manager.wait(); }).empty());  // reported once
 }

@@ -224,32 +224,15 @@ TEST_CASE("a save past the file size limit (ulimit -f) fails with a message, not
   TempDir dir;
   Trained trained(one_rank(), 1);
   const std::string root = three_checkpoints(dir, trained);
-  int pipe_fds[2];
-  REQUIRE(::pipe(pipe_fds) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(pipe_fds[0]);
+  const std::string message = in_forked_child([&] {
     const struct rlimit limit{.rlim_cur = 1024, .rlim_max = RLIM_INFINITY};
-    std::string message = "setrlimit failed";
-    if (::setrlimit(RLIMIT_FSIZE, &limit) == 0) {
-      ckpt::CheckpointManager manager(root);
-      message = error_of([&] {
-        manager.restore(trained.model, trained.with());
-        manager.save(trained.model, trained.with(), {.step = 4});
-      });
-    }
-    (void)::write(pipe_fds[1], message.data(), message.size());
-    ::_exit(0);
-  }
-  ::close(pipe_fds[1]);
-  std::string message;
-  char buffer[4096];
-  for (ssize_t got; (got = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) message.append(buffer, static_cast<size_t>(got));
-  ::close(pipe_fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK_MESSAGE(!WIFSIGNALED(status), "killed by signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return std::string("setrlimit failed");
+    ckpt::CheckpointManager manager(root);
+    return error_of([&] {
+      manager.restore(trained.model, trained.with());
+      manager.save(trained.model, trained.with(), {.step = 4});
+    });
+  });
   CHECK(contains(message, "cannot save '" + root + "/"));
   CHECK(contains(message, "File too large (this process may write files of at most 1024 bytes: ulimit -f)"));
   // The failed save left the previous checkpoints as they were.

@@ -1,6 +1,7 @@
 // Load at any world size, driven from here because the loads need the 4-rank save to
 // exist: reshard_worker saves under `mpirun -np 4`, then loads and resumes under
-// `mpirun -np N` for N = 1, 2, 3, 4 (see reshard_worker.cpp for what each run checks).
+// `mpirun -np N` for N = 1, 2, 3, 4 (see reshard_worker.cpp for what each run checks);
+// and an asynchronous save failing on one of 2 ranks.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -95,4 +96,11 @@ TEST_CASE("a checkpoint of a 2 x 2 hybrid-sharded job loads bit for bit at 1, 3 
     CHECK(loaded.status == 0);
     MESSAGE(measurements(loaded.output));
   }
+}
+
+TEST_CASE("an asynchronous save that fails on one of 2 ranks is reported on both, latest intact") {
+  tessera::testing::TempDir dir;
+  Job job = run_worker(2, "async-failure*", dir.path().string());
+  INFO("mpirun -np 2 (async-failure) output:\n", job.output);
+  CHECK(job.status == 0);
 }

@@ -41,7 +41,7 @@ TEST_CASE("--help lists the flags; an unknown flag is a usage error") {
   for (const char* flag : {"--data", "--epochs", "--batch-size", "--test-batch-size", "--lr", "--optimizer",
                            "--momentum", "--gamma", "--seed", "--threads", "--save", "--init", "--log-interval",
                            "--dry-run", "--json", "--checkpoint-dir", "--checkpoint-every", "--keep-checkpoints",
-                           "--resume", "--overwrite-checkpoints"}) {
+                           "--resume", "--overwrite-checkpoints", "--async-checkpoint"}) {
     CHECK_MESSAGE(contains(help.out, flag), flag);
   }
   Run bad = run_example("--epochs two");
@@ -282,6 +282,63 @@ TEST_CASE("--checkpoint-dir, --checkpoint-every and --resume continue a run exac
                           (data / "empty").string() + " --resume");
   CHECK(fresh.status == 0);
   CHECK(contains(fresh.out, "starting from scratch"));
+}
+
+namespace {
+
+// --async-checkpoint, run by `launcher` ("" for one rank, or "mpirun -np 2 ..."): the same
+// losses as without it, the same checkpoint files, and a resumed run bit for bit.
+void check_async_checkpoints(const std::string& launcher) {
+  TempDir data;
+  write_fake_mnist(data.path());
+  auto run = [&](const std::string& arguments) {
+    return test_support::run_program(launcher + test_support::program_from_env("MNIST_EXAMPLE") + " " + arguments);
+  };
+  const std::string common = "--data " + data.path().string() + " --epochs 2 --batch-size 16 --test-batch-size 20 " +
+                             "--optimizer adam --lr 0.01 --gamma 0.5 --json --threads 1 --log-interval 1 " +
+                             "--checkpoint-every 4 --checkpoint-dir ";
+  const std::string sync_dir = (data / "sync").string(), async_dir = (data / "async").string();
+  Run sync = run(common + sync_dir);
+  INFO(sync.err);
+  REQUIRE(sync.status == 0);
+  Run async = run(common + async_dir + " --async-checkpoint");
+  INFO(async.err);
+  REQUIRE(async.status == 0);
+  const Printed uninterrupted = parse_printed(sync.out), with_async = parse_printed(async.out);
+  REQUIRE(uninterrupted.train.size() == 12);
+  CHECK(with_async.train == uninterrupted.train);
+  CHECK(with_async.epoch_train_losses == uninterrupted.epoch_train_losses);
+  CHECK(with_async.saved_steps == std::vector<int64_t>{4, 8, 12, 12});
+  CHECK(read_text(async_dir + "/latest") == "step-00000012\n");
+  CHECK(contains(async.out, "checkpoint staging: "));
+  for (const char* step : {"step-00000004", "step-00000008", "step-00000012"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(sync_dir + "/" + step)) {
+      const std::string name = entry.path().filename().string();
+      CAPTURE(name);
+      CHECK(read_text(async_dir + "/" + step + "/" + name) == read_text(entry.path().string()));
+    }
+  }
+  // Stopped after step 4: resumed with --async-checkpoint, the rest of the run bit for bit.
+  example_test::point_latest_at(async_dir, "step-00000004");
+  Run resumed = run(common + async_dir + " --async-checkpoint --resume");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  const Printed continued = parse_printed(resumed.out);
+  CHECK(continued.resumed_step == 4);
+  CHECK(continued.train == std::vector<TrainLine>(uninterrupted.train.begin() + 4, uninterrupted.train.end()));
+  CHECK(continued.epoch_train_losses == uninterrupted.epoch_train_losses);
+  CHECK(read_text(async_dir + "/latest") == "step-00000012\n");
+}
+
+}  // namespace
+
+TEST_CASE("--async-checkpoint trains, saves and resumes exactly as synchronous checkpoints do") {
+  check_async_checkpoints("");
+  CHECK(run_example("--async-checkpoint").status == 2);  // needs --checkpoint-dir
+}
+
+TEST_CASE("under mpirun -np 2, --async-checkpoint trains, saves and resumes exactly as synchronous checkpoints do") {
+  check_async_checkpoints(test_support::program_from_env("MPIRUN") + " -np 2 --oversubscribe ");
 }
 
 TEST_CASE("another run's checkpoints are refused without --resume or --overwrite-checkpoints; a lost latest is recovered") {
