@@ -211,7 +211,7 @@ void write_and_publish(const std::string& root, int keep_last, dist::ProcessGrou
   detail::run_on_every_rank(group, what, [&] {
     if (group.rank() != 0) return std::string();
     const std::string text = name + "\n";
-    io::AtomicFile pointer(root + "/" + kLatest);
+    io::AtomicFile pointer(root + "/" + kLatest, io::AtomicFile::Mode::always_replace);  // our own file, whatever was put there
     pointer.write(text.data(), text.size());
     pointer.commit();
     prune(root, keep_last, path, step, source.manifest().finite.value_or(true));

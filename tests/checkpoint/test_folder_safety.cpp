@@ -14,6 +14,7 @@
 #include <future>
 #include <thread>
 
+#include "special_files.h"
 #include "tessera/checkpoint/folder_lock.h"
 
 using namespace checkpoint_test;
@@ -88,6 +89,30 @@ TEST_CASE("resume takes the newest complete checkpoint when latest is missing, d
   ckpt::CheckpointManager manager(root);
   CHECK(manager.restore(target.model, target.with())->step == 2);
   CHECK(contains(manager.resumed_from()->note, "(skipped: step-00000003: cannot open '" + root + "/step-00000003/rank-"));
+}
+
+TEST_CASE("the next save replaces a FIFO or a device node put in place of latest (its own file), never waits on it or writes into it") {
+  TempDir dir;
+  Trained trained(one_rank(), 1);
+  const std::string root = three_checkpoints(dir, trained);
+  const std::string latest = root + "/latest";
+  struct Planted {
+    const char* name;
+    std::function<bool()> make;
+  };
+  const std::vector<Planted> planted{
+      {"FIFO", [&] { return test_support::make_fifo(latest); }},
+      {"character device", [&] { return test_support::make_null_device(latest); }},
+  };
+  for (const Planted& kind : planted) {
+    CAPTURE(kind.name);
+    std::filesystem::remove(latest);
+    REQUIRE(kind.make());
+    ckpt::CheckpointManager manager(root, {.overwrite = true});
+    error_within_seconds([&] { manager.save(trained.model, trained.with(), {.step = 4}); });
+    CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(latest)));
+    CHECK(ts::testing::read_file_bytes(latest) == "step-00000004\n");
+  }
 }
 
 TEST_CASE("resume fails, never starts from scratch, when checkpoints exist but none is usable") {
