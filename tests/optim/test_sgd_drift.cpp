@@ -41,64 +41,16 @@
 #include <tessera/tensor/cpu_capability.h>
 #include <tessera/tessera.h>
 
-#include "../../examples/mnist_net.h"
+#include "mnist_sgd.h"
 #include "test_support.h"
 
 namespace ts = tessera;
 namespace optim = tessera::optim;
+using namespace mnist_sgd;
 using test_support::relative_difference;
 using ts::DType;
 
 namespace {
-
-constexpr int kSteps = 36;
-constexpr int64_t kBatch = 64;
-
-std::string data_path(const std::string& name) {
-  const char* dir = std::getenv("TESSERA_SOURCE_DIR");
-  REQUIRE_MESSAGE(dir != nullptr, "TESSERA_SOURCE_DIR is not set (meson test sets it)");
-  return std::string(dir) + "/tests/optim/data/" + name;
-}
-
-const ts::StateDict& golden() {
-  static const ts::StateDict file = ts::io::load(data_path("sgd_drift_golden.safetensors"));
-  return file;
-}
-
-// PyTorch's initial weights (torch.manual_seed(1)), from the training-parity golden.
-ts::StateDict initial_weights() {
-  const ts::StateDict file = ts::io::load(data_path("mnist_training_golden.safetensors"));
-  mnist::Net model;
-  ts::StateDict weights;
-  for (const auto& [name, value] : model.state_dict()) weights.insert(name, file.at(name));
-  const double fc1_sum = weights.at("fc1.weight").to(DType::f64).sum().item<double>();
-  // (Summed in another order than PyTorch's, so equal to rounding: a changed file differs at the 1e-3 level.)
-  REQUIRE_MESSAGE(std::abs(fc1_sum - golden().at("fc1_weight_sum").item<double>()) <= 1e-12 * std::abs(fc1_sum),
-                  "mnist_training_golden.safetensors no longer holds the weights make_drift_golden.py used");
-  return weights;
-}
-
-// Step s's batch of `data` (images and labels in training order), as torchvision's ToTensor
-// and Normalize((0.1307,), (0.3081,)) make it in float32.
-ts::Tensor images(int step, DType dtype, const ts::StateDict& data = golden()) {
-  ts::Tensor pixels = data.at("images").narrow(0, step * kBatch, kBatch).to(DType::f32);
-  return ((pixels / 255.0 - 0.1307) / 0.3081).to(dtype);
-}
-ts::Tensor labels(int step, const ts::StateDict& data = golden()) {
-  return data.at("labels").narrow(0, step * kBatch, kBatch);
-}
-
-ts::nn::ModuleHolder<mnist::Net> make_model(const ts::StateDict& weights, DType dtype) {
-  auto model = ts::nn::make_module<mnist::Net>();
-  ts::StateDict float32;  // (rounded, for a probe at float64 parameters)
-  for (const auto& [name, value] : weights) float32.insert(name, value.to(DType::f32));
-  model->load_state_dict(float32);
-  model->to(dtype);
-  model->eval();  // no dropout
-  return model;
-}
-
-double relative(double value, double reference) { return std::abs(value - reference) / std::abs(reference); }
 
 // ||a - b|| / ||b||, in float64.
 struct Runs {
@@ -110,8 +62,7 @@ struct Runs {
 Runs train() {
   const ts::StateDict weights = initial_weights();
   auto model64 = make_model(weights, DType::f64), model32 = make_model(weights, DType::f32);
-  const optim::SGDOptions sgd{.lr = 0.05, .momentum = 0.9};
-  optim::SGD optimizer64(model64->parameters(), sgd), optimizer32(model32->parameters(), sgd);
+  optim::SGD optimizer64(model64->parameters(), kSgd), optimizer32(model32->parameters(), kSgd);
   Runs runs;
   for (const auto& [name, parameter] : model64->named_parameters()) runs.step_grads.push_back({name, {}});
   for (int step = 0; step < kSteps; ++step) {
@@ -138,43 +89,6 @@ Runs train() {
     runs.losses_f32.push_back(loss32.item<double>());
   }
   return runs;
-}
-
-// The loss at each step of training in `dtype` on `data`'s batches in the order `batches`.
-std::vector<double> free_running(const ts::StateDict& weights, const ts::StateDict& data,
-                                 const std::vector<int64_t>& batches, DType dtype) {
-  auto model = make_model(weights, dtype);
-  optim::SGD optimizer(model->parameters(), {.lr = 0.05, .momentum = 0.9});
-  std::vector<double> losses;
-  for (const int64_t batch : batches) {
-    optimizer.zero_grad();
-    ts::Tensor loss = ts::nll_loss(model(images(static_cast<int>(batch), dtype, data)),
-                                   labels(static_cast<int>(batch), data));
-    loss.backward();
-    optimizer.step();
-    losses.push_back(loss.item<double>());
-  }
-  return losses;
-}
-
-std::vector<int64_t> consecutive(int first_batch) {
-  std::vector<int64_t> batches(kSteps);
-  for (int step = 0; step < kSteps; ++step) batches[step] = first_batch + step;
-  return batches;
-}
-
-double worst(const std::vector<double>& values) { return *std::max_element(values.begin(), values.end()); }
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t half = values.size() / 2;
-  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
-}
-
-double worst_drift(const std::vector<double>& f32, const std::vector<double>& f64) {
-  double drift = 0;
-  for (size_t i = 0; i < f32.size(); ++i) drift = std::max(drift, relative(f32[i], f64[i]));
-  return drift;
 }
 
 }  // namespace
@@ -379,7 +293,7 @@ TEST_CASE("float32 SGD on MNIST: why window 0 drifts (measurement)") {
   std::string table = "\nTessera kernels " + std::string(ts::to_string(ts::cpu_capability())) +
                       "\nstep  relu1 relu2  pool relu3  worst-grad-error";
   auto model64 = make_model(weights, DType::f64);
-  optim::SGD optimizer64(model64->parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD optimizer64(model64->parameters(), kSgd);
   for (int step = 0; step < kSteps; ++step) {
     auto probe = make_model(model64->state_dict(), DType::f32);
     const Decisions d32 = decisions(*probe, images(step, DType::f32));
