@@ -1,8 +1,8 @@
 // Finding NaN and infinities in what a checkpoint saves (internal). CheckpointManager
 // refuses to save non-finite parameters or buffers unless told to (CheckpointManagerOptions::
 // allow_non_finite), naming the first such element; the check reads the bytes the save
-// copies or writes anyway, by exponent bits (one vectorised pass, no mask tensor as
-// tessera::first_non_finite makes). Optimizer state is not checked: Adam's second moment
+// copies or writes anyway, by exponent bits (tensor/finite_scan.h, which
+// tessera::first_non_finite uses on the CPU too). Optimizer state is not checked: Adam's second moment
 // may overflow to infinity while the weights stay finite (those elements then stop
 // moving), and a NaN moment makes the weights NaN at the next step, which the next save
 // refuses.
@@ -18,10 +18,9 @@
 namespace tessera::checkpoint::detail {
 
 // The index of the first NaN or infinite element of `values` (contiguous, in host memory);
-// -1 when every element is finite or the dtype is not a floating one.
+// -1 when every element is finite or the dtype is not a floating one. (Host buffers:
+// native::first_non_finite, tensor/finite_scan.h.)
 int64_t first_non_finite(const Tensor& values);
-// The same for `count` elements of `dtype` at `data`.
-int64_t first_non_finite(const void* data, int64_t count, DType dtype);
 
 // "rank 1: parameter 'fc1.weight' (unit 'fc1') holds nan at element 17 of its 35: refusing
 // ..." for flat element `flat_index` of unit `unit`'s parameter, whose value is `value`.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tessera/checkpoint/finite.h"
+#include "tessera/tensor/finite_scan.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::checkpoint::detail {
@@ -40,7 +41,7 @@ int64_t copy_checking(Tensor to, const Tensor& from) {
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t start = c * chunk, count = std::min(chunk, numel - start);
     std::memcpy(destination + start * element, source + start * element, static_cast<size_t>(count * element));
-    const int64_t bad = first_non_finite(destination + start * element, count, dtype);
+    const int64_t bad = native::first_non_finite(destination + start * element, count, dtype);
     if (bad >= 0) first_bad = std::min(first_bad, start + bad);
   }
   return first_bad == std::numeric_limits<int64_t>::max() ? -1 : first_bad;

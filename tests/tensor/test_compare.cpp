@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 #include <tessera/tessera.h>
 
 namespace ts = tessera;
@@ -48,4 +49,17 @@ TEST_CASE("first_non_finite: the flat index of the first NaN or infinity, as tor
   CHECK_FALSE(ts::first_non_finite(ts::tensor<int64_t>({1, 2})).has_value());  // integers are always finite
   CHECK_FALSE(ts::first_non_finite(ts::zeros({0})).has_value());
   CHECK_THROWS_AS(ts::first_non_finite(ts::Tensor()), ts::ValueError);
+  // The scan goes by blocks of 1024: the first bad element of a later block, and of the
+  // first block when a later one has one too; a subnormal and the largest float are finite.
+  std::vector<float> values(5000, 1.0f);
+  values[17] = std::numeric_limits<float>::denorm_min();
+  values[1023] = std::numeric_limits<float>::max();
+  values[3000] = static_cast<float>(-inf);
+  values[4999] = static_cast<float>(nan);
+  CHECK(ts::first_non_finite(ts::tensor<float>(values)) == 3000);
+  values[1500] = static_cast<float>(nan);
+  CHECK(ts::first_non_finite(ts::tensor<float>(values)) == 1500);
+  CHECK(ts::first_non_finite(ts::tensor<float>(values).to(ts::DType::f64)) == 1500);
+  // The largest float rounds to infinity in bfloat16 (as torch's .bfloat16() does).
+  CHECK(ts::first_non_finite(ts::tensor<float>(values).to(ts::DType::bf16)) == 1023);
 }

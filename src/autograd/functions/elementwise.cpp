@@ -5,6 +5,7 @@
 #include "tessera/autograd/functions/recording.h"
 #include "tessera/tensor/device_check.h"
 #include "tessera/tensor/factory.h"
+#include "tessera/tensor/finite_scan.h"
 
 namespace tessera {
 
@@ -254,8 +255,14 @@ std::optional<int64_t> first_non_finite(const Tensor& x) {
   check_defined(x, "first_non_finite");
   if (!is_floating(x.dtype())) return std::nullopt;
   NoGradGuard no_grad;
-  // x - x is 0 for a finite x and NaN for NaN and both infinities. Reduced precisions are
-  // widened first: not every backend computes in them.
+  if (x.device().is_cpu()) {
+    const Tensor dense = native::contiguous(x);
+    const int64_t bad = native::first_non_finite(dense.data_ptr(), dense.numel(), dense.dtype());
+    return bad < 0 ? std::nullopt : std::optional<int64_t>(bad);
+  }
+  // On a GPU, a mask reduced there (one scalar crosses): x - x is 0 for a finite x and NaN
+  // for NaN and both infinities. Reduced precisions are widened first: not every backend
+  // computes in them.
   const Tensor wide = x.dtype() == DType::f32 || x.dtype() == DType::f64 ? x : x.to(DType::f32);
   const Tensor bad = ne(wide - wide, zeros({}, {.dtype = wide.dtype(), .device = wide.device()})).flatten();
   if (bad.sum().item<int64_t>() == 0) return std::nullopt;
