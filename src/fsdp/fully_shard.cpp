@@ -35,12 +35,31 @@ WrapPolicy WrapPolicy::module_type(std::vector<std::string> type_names) {
 
 namespace {
 
+// The parameters of the units made so far, by tensor: a weight registered by two modules
+// (`head.weight = embedding.weight`) that lands in two units would be two copies in two
+// flat parameters, each unit pointing it at its own buffer. Refused at every world size,
+// naming both, before the second unit is built.
+using ClaimedParameters = std::map<const TensorImpl*, std::pair<std::string, std::string>>;  // unit, name
+
+void claim_parameters(const std::string& unit, const std::vector<ParameterRef>& parameters, ClaimedParameters& claimed) {
+  for (const ParameterRef& p : parameters) {
+    auto it = claimed.find(p.slot->impl());
+    if (it == claimed.end()) continue;
+    throw ValueError(tessera::detail::concat(
+        "fully_shard: '", p.full_name, "' is the same tensor as '", it->second.second,
+        "' (a tied weight), but they fall in two units ('", unit, "' and '", it->second.first,
+        "'); a tied weight must be in one unit with every module that uses it: leave both to the root, or wrap a "
+        "module that holds both"));
+  }
+  for (const ParameterRef& p : parameters) claimed.emplace(p.slot->impl(), std::make_pair(unit, p.full_name));
+}
+
 // Bottom-up unit selection: returns the parameters of `module`'s subtree not yet in a unit.
 std::vector<ParameterRef> wrap(nn::Module& module, const std::string& prefix, bool is_root, FsdpState& state,
-                               const FullyShardOptions& options) {
+                               const FullyShardOptions& options, ClaimedParameters& claimed) {
   std::vector<ParameterRef> unwrapped;
   for (auto& [name, child] : module.named_children()) {
-    std::vector<ParameterRef> below = wrap(*child, prefix + name + ".", false, state, options);
+    std::vector<ParameterRef> below = wrap(*child, prefix + name + ".", false, state, options, claimed);
     unwrapped.insert(unwrapped.end(), below.begin(), below.end());
   }
   bool owns_parameters = false;
@@ -80,6 +99,7 @@ std::vector<ParameterRef> wrap(nn::Module& module, const std::string& prefix, bo
     return unwrapped;
   }
   if (!make_unit) return unwrapped;
+  claim_parameters(unit_name, unwrapped, claimed);
   state.add_unit(std::make_unique<Unit>(unit_name, module, std::move(unwrapped), state.group(), options.strategy,
                                         options.gradient_reduction, options.mixed_precision, false,
                                         state.counters(), options.offload_policy));
@@ -99,6 +119,22 @@ void check_mixed_precision(const FullyShardOptions& options) {
            "fully_shard: MixedPrecision needs param_dtype when reduce_dtype or output_dtype is set");
   TS_CHECK(!policy.param_dtype || options.strategy != ShardingStrategy::no_shard, ValueError,
            "fully_shard: mixed precision needs a sharded strategy (FULL_SHARD or SHARD_GRAD_OP), not NO_SHARD");
+}
+
+// Every type a module_type policy names must be a module of this model: a misspelt one
+// ("block" for Block) would silently leave everything to the root unit.
+void check_wrap_types(nn::Module& root, const WrapPolicy& policy) {
+  if (policy.kind != WrapPolicy::Kind::module_type) return;
+  std::set<std::string> present;
+  for (nn::Module* module : root.modules()) present.insert(module->type_name());
+  for (const std::string& wanted : policy.type_names) {
+    if (present.count(wanted)) continue;
+    std::string listed;
+    for (const std::string& type : present) listed += (listed.empty() ? "" : ", ") + type;
+    throw ValueError(tessera::detail::concat("fully_shard: WrapPolicy::module_type names '", wanted,
+                                             "', which is the type_name() of no module of this model; its types are: ",
+                                             listed));
+  }
 }
 
 // Every parameter must be where the group's collectives can reach it: an NCCL group
@@ -137,11 +173,14 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
     TS_CHECK(wrapped > 0, ValueError, "fully_shard: activation_checkpointing names no module type of this model (",
              listed, ")");
   }
+  check_wrap_types(root, options.wrap_policy);
   if (options.device) root.to(*options.device);
   check_devices(root, *group);
   auto state = std::make_shared<FsdpState>(root, std::move(group), options);
-  std::vector<ParameterRef> rest = wrap(root, "", true, *state, options);
+  ClaimedParameters claimed;
+  std::vector<ParameterRef> rest = wrap(root, "", true, *state, options, claimed);
   if (!rest.empty()) {
+    claim_parameters("(root)", rest, claimed);
     state->add_unit(std::make_unique<Unit>("(root)", root, std::move(rest), state->group(), options.strategy,
                                            options.gradient_reduction, options.mixed_precision, true,
                                            state->counters(), options.offload_policy));

@@ -45,6 +45,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tessera/dist/device_mesh.h"
@@ -182,6 +184,40 @@ dist::ProcessGroup* replica_group(nn::Module& root);
 // shards (their copies to the device for the all-gathers do not wait).
 // ValueError when `root` is not sharded.
 void reshard(nn::Module& root);
+
+// A method other than forward run as the sharded model's forward (FSDP2's
+// register_fsdp_forward_method, e.g. for generate()): while it runs, the root's own
+// parameters are gathered and the model's units may be called directly (outside model(x)
+// a unit's forward is a ValueError, at every world size). FSDP2 patches the method in
+// place; C++ cannot, so the call goes through the returned function (or a scope):
+//
+//   auto generate = ts::fsdp::register_fsdp_forward_method(model, &GPT::generate);
+//   ts::Tensor tokens = generate(prompt, 20);            // model.generate(prompt, 20), sharded
+//   { ts::fsdp::ForwardMethodScope scope(model); model.generate(prompt, 20); }   // the same
+//
+// Collective where the model's forward is (the root's all-gather).
+class ForwardMethodScope {
+ public:
+  explicit ForwardMethodScope(nn::Module& root);
+  ~ForwardMethodScope();
+  // ValueError when `root` is not sharded; returns it.
+  static nn::Module& check_sharded(nn::Module& root);
+  ForwardMethodScope(const ForwardMethodScope&) = delete;
+  ForwardMethodScope& operator=(const ForwardMethodScope&) = delete;
+
+ private:
+  nn::Module& root_;
+};
+
+template <class Model, class Owner, class Result, class... Args>
+std::function<Result(Args...)> register_fsdp_forward_method(Model& model, Result (Owner::*method)(Args...)) {
+  static_assert(std::is_base_of_v<Owner, Model>, "register_fsdp_forward_method: a method of the model's class");
+  (void)ForwardMethodScope::check_sharded(model);
+  return [&model, method](Args... args) -> Result {
+    ForwardMethodScope scope(model);
+    return (model.*method)(std::forward<Args>(args)...);
+  };
+}
 
 // Gradient accumulation without communication: inside the scope, backward keeps unsharded
 // gradients locally; the first backward after it reduce-scatters them all.

@@ -89,10 +89,30 @@ void FsdpState::cast_forward_output(Tensor& output) const {
   }
 }
 
+void FsdpState::check_inside_model_call(const Unit& unit) const {
+  if (in_forward_ || in_backward_ || forward_methods_ > 0) return;
+  throw ValueError(tessera::detail::concat(
+      "FSDP unit '", unit.name(), "' ran outside a call of the sharded ", root_.type_name(),
+      " (model.forward(x) called directly, or a submodule called on its own), where the root's own parameters are not "
+      "gathered and the forward is not delimited: call model(x), not model.forward(x); run a method other than "
+      "forward (e.g. generate) through fsdp::register_fsdp_forward_method(model, &", root_.type_name(), "::method)"));
+}
+
+void FsdpState::begin_forward_method() {
+  root_pre_forward(Tensor());
+  ++forward_methods_;
+}
+
+void FsdpState::end_forward_method() {
+  if (--forward_methods_ == 0) root_post_forward();
+}
+
 void FsdpState::pre_forward(Unit& unit, Tensor& input) {
   if (nn::is_recomputing()) return recompute_pre_forward(&unit, input);
+  check_inside_model_call(unit);
   cast_forward_input(input);
-  if (!in_forward_) root_pre_forward(input);  // model.forward(x) was called directly
+  // A forward method that called model(x) and goes on: the root's parameters stay gathered.
+  if (!in_forward_ && forward_methods_ > 0) root_pre_forward(Tensor());
   if (!order_recorded_ && std::find(forward_order_.begin(), forward_order_.end(), &unit) == forward_order_.end()) {
     forward_order_.push_back(&unit);
   }

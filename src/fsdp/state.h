@@ -40,6 +40,10 @@ class FsdpState final : public nn::ModuleAttachment {
   void root_pre_forward(const Tensor& input);
   void root_post_forward();
   void pre_forward(Unit& unit, Tensor& input);
+  // A method other than forward run as the model's forward (register_fsdp_forward_method):
+  // the root's parameters gathered, its units allowed to run; nested calls are counted.
+  void begin_forward_method();
+  void end_forward_method();
   void post_forward(Unit& unit, Tensor& output);
   void pre_backward(Unit& unit);
   // Before a checkpointed call's recomputation enters `unit` (null: the root without a unit).
@@ -53,6 +57,9 @@ class FsdpState final : public nn::ModuleAttachment {
   // (called by the next forward), so that a caught error leaves the model usable.
   void abandon_backward();
   void finish_unit(Unit& unit);
+  // A unit's forward outside model(x) (model.forward(x) called directly, a submodule called
+  // on its own): ValueError at every world size, with the way to call it.
+  void check_inside_model_call(const Unit& unit) const;
   void wait_for_offloaded_reads();  // CPU offload, at the end of backward (offload.cpp says why)
   void finish_pending_reduction();
   // Mixed precision's casts of a unit's forward input and output (in place, recorded by autograd).
@@ -77,6 +84,7 @@ class FsdpState final : public nn::ModuleAttachment {
   bool order_recorded_ = false;
   bool in_forward_ = false;
   bool in_backward_ = false;
+  int forward_methods_ = 0;  // register_fsdp_forward_method calls in progress
   // The CUDA unit whose gradient reduction is in flight (waited for when the next starts).
   Unit* reducing_ = nullptr;
   // Rows (dim 0 of the input) of this rank's forwards with grad mode on since the last

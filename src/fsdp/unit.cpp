@@ -96,7 +96,9 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
   full_storage_ = std::make_shared<Storage>(0, device_);
   full_storage_->set_released_note(tessera::detail::concat(
       "it is a parameter of FSDP unit ", description_, ", whose gathered parameters exist only during the unit's "
-      "forward and backward; read them inside fsdp::SummonFullParams, or through model.state_dict()"));
+      "forward and backward, at every world size: call model(x), not model.forward(x); a weight another module "
+      "uses too (tied) must be in one unit with it (leave both to the root, or wrap a module that holds both); "
+      "read them elsewhere inside fsdp::SummonFullParams, or through model.state_dict()"));
   auto full_impl = std::make_shared<TensorImpl>();
   full_impl->storage = full_storage_;
   full_impl->sizes = {layout_.padded_numel()};
@@ -109,18 +111,17 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
   // gathered, as PyTorch's FSDP switches to NO_SHARD at world size 1. Not with mixed
   // precision, whose gathered buffer has another dtype, nor with CPU offload, whose shard
   // lives on the host while the gathered buffer is on the compute device.
+  // The parameters view full_storage_ all the same, which then borrows the shard's bytes
+  // while the unit is "gathered" and drops them when it is "released": a sharded strategy's
+  // parameters are readable at one rank exactly when they are at N, so that a program that
+  // reads one outside its unit fails at one rank too (NO_SHARD keeps them readable).
   shard_is_full_ = !sharded_ || (group.size() == 1 && !offload_ && param_dtype_ == dtype && reduce_dtype_ == dtype);
-  if (shard_is_full_) {
-    full_storage_->resize(static_cast<size_t>(padded_bytes()));
-    native::fill_(full_, 0.0);
-    state_ = State::gathered;
-  }
 
   // This rank's shard: the parameters' elements in its range, zero in gaps and padding.
   ElementRange range = shard_range();
   Tensor shard;
   if (shard_is_full_) {
-    shard = full_;
+    shard = native::zeros({layout_.padded_numel()}, dtype, device_);
   } else if (offload_ && offload_->pin_memory) {
     shard = native::empty_pinned({layout_.shard_numel()}, dtype);
     native::fill_(shard, 0.0);
@@ -145,6 +146,7 @@ Unit::Unit(std::string name, nn::Module& module, std::vector<ParameterRef> param
   }
   shard_ = shard;
   shard_.requires_grad_(true);
+  if (!sharded_) borrow_shard();  // NO_SHARD: kept whole, always readable
 
   // The parameters become views of the full buffer for good; releasing and re-gathering
   // the buffer changes their bytes, not what they point at.
@@ -181,8 +183,14 @@ void Unit::allocate_full() {
   counters_.add_parameter_bytes(padded_bytes());
 }
 
+void Unit::borrow_shard() {
+  full_storage_->borrow(shard_.storage());
+  state_ = State::gathered;
+}
+
 void Unit::start_gather() {
   if (state_ != State::released) return;
+  if (shard_is_full_) return borrow_shard();  // nothing to send, nothing to allocate
   allocate_full();
   // Mixed precision gathers the shard cast to param_dtype (the cast copy lives in the Work).
   Tensor source = offload_ ? shard_on_device(true) : shard_.detach();
@@ -211,12 +219,12 @@ void Unit::wait_gathered() {
 void Unit::release_full() {
   pending_gather_.reset();
   full_storage_->resize(0);
-  counters_.add_parameter_bytes(-padded_bytes());
+  if (!shard_is_full_) counters_.add_parameter_bytes(-padded_bytes());
   state_ = State::released;
 }
 
 void Unit::reshard() {
-  if (shard_is_full_ || state_ == State::released) return;
+  if (!sharded_ || state_ == State::released) return;
   if (state_ == State::gathering) wait_gathered();
   release_full();
 }

@@ -129,8 +129,10 @@ class Unit {
   // (None when the shard is the full buffer: see shard_is_full().)
   int64_t gathered_bytes() const { return shard_is_full_ ? 0 : static_cast<int64_t>(full_storage_->nbytes()); }
   // True when the shard is the whole flat parameter and serves as the gathered buffer (NO_SHARD,
-  // or a group of one rank without mixed precision): never released, never gathered, its
-  // gradient collected in the buffer that becomes the shard's gradient.
+  // or a group of one rank without mixed precision): nothing is gathered or allocated (the
+  // parameters borrow the shard's bytes while the unit counts as gathered, and a sharded
+  // strategy still releases them as at N ranks), its gradient collected in the buffer that
+  // becomes the shard's gradient.
   bool shard_is_full() const { return shard_is_full_; }
   int64_t unsharded_gradient_bytes() const { return full_gradient_.defined() ? gradient_bytes() : 0; }
   // Reduce-scatters (NO_SHARD: all-reduces) the unsharded gradient into the shard's
@@ -188,6 +190,7 @@ class Unit {
   enum class State { released, gathering, gathered };
   Tensor view_of(size_t index) const;
   void allocate_full();
+  void borrow_shard();  // shard_is_full(): the parameters show the shard's own bytes
   void release_full();  // frees the gathered buffer, whatever its state
   // "FSDP unit 'fc1' (fc1.weight [128, 9216], fc1.bias [128]), all-gathering its parameters
   // on rank 1: ", the start of an error from one of its collective steps.

@@ -24,19 +24,30 @@ Storage::Storage(size_t nbytes, Device device, bool pinned) : device_(device), p
 }
 
 Storage::~Storage() {
-  if (data_ != nullptr) allocator().deallocate(data_, nbytes_);
+  if (data_ != nullptr && !borrowed_from_) allocator().deallocate(data_, nbytes_);
 }
 
 Allocator& Storage::allocator() const { return pinned_ ? pinned_host_allocator() : allocator_for(device_); }
 
 void Storage::resize(size_t nbytes) {
   Allocator& allocator = this->allocator();
-  if (data_ != nullptr) allocator.deallocate(data_, nbytes_);
+  if (data_ != nullptr && !borrowed_from_) allocator.deallocate(data_, nbytes_);
+  borrowed_from_.reset();
   data_ = nullptr;
   nbytes_ = 0;
   pending_.reset();
   data_ = allocator.allocate(nbytes);
   nbytes_ = nbytes;
+}
+
+void Storage::borrow(std::shared_ptr<Storage> owner) {
+  TS_CHECK(owner != nullptr && owner.get() != this, ValueError, "Storage::borrow: needs another storage");
+  TS_CHECK(owner->device() == device_ && owner->pinned() == pinned_, DeviceError, "Storage::borrow: the owner is ",
+           owner->device().str(), " memory, this storage ", device_.str());
+  resize(0);
+  data_ = owner->data();
+  nbytes_ = owner->nbytes();
+  borrowed_from_ = std::move(owner);
 }
 
 void Storage::materialize() {

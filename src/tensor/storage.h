@@ -65,7 +65,14 @@ class Storage {
 
   // Releases the current bytes and allocates `nbytes` new ones; the contents are lost.
   // resize(0) frees the memory while keeping the object (and every view of it) alive.
+  // A storage that borrows (below) stops borrowing instead of freeing.
   void resize(size_t nbytes);
+  // Shows `owner`'s bytes (no copy, no allocation) until the next resize(): FSDP's units
+  // over one rank, whose shard is the whole flat parameter, "gather" by borrowing it and
+  // "release" by resize(0), so that their parameters are readable exactly when they are
+  // at N ranks. `owner` is kept alive meanwhile and must not be resized.
+  void borrow(std::shared_ptr<Storage> owner);
+  bool borrowing() const { return borrowed_from_ != nullptr; }
   // What an error says when a tensor of this storage is read while it has no memory
   // (FSDP names the unit and its parameters).
   void set_released_note(std::string note) { released_note_ = std::move(note); }
@@ -80,6 +87,7 @@ class Storage {
   bool pinned_ = false;
   std::optional<PendingInit> pending_;
   std::string released_note_;
+  std::shared_ptr<Storage> borrowed_from_;  // set while data_ is its bytes, not ours
 };
 
 // How a copy between the host and a device may treat its host side.
