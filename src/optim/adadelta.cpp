@@ -3,14 +3,9 @@
 
 #include <cmath>
 
-#include "tessera/config.h"
-#include "tessera/optim/elementwise.h"
 #include "tessera/tensor/error.h"
 #include "tessera/tensor/factory.h"
-
-#if TESSERA_HAS_CUDA
-#include "tessera/optim/cuda_updates.h"
-#endif
+#include "tessera/tensor/optimizer_updates.h"
 
 namespace tessera::optim {
 
@@ -35,7 +30,7 @@ void Adadelta::update(size_t group, Tensor& param, const Tensor& grad, StateDict
   state.at("step").fill_(state.at("step").item<double>() + 1.0);
   const AdadeltaOptions& o = options(group);
   dispatch_floating(param.dtype(), "Adadelta.step", [&]<class T>() {
-    const detail::AdadeltaScalars<T> s{.rho = static_cast<T>(o.rho),
+    const update_rules::AdadeltaScalars<T> s{.rho = static_cast<T>(o.rho),
                                        .one_minus_rho = static_cast<T>(1.0 - o.rho),
                                        .eps = static_cast<T>(o.eps),
                                        .weight_decay = static_cast<T>(o.weight_decay),
@@ -47,10 +42,7 @@ void Adadelta::update(size_t group, Tensor& param, const Tensor& grad, StateDict
     T* v = state.at("square_avg").data_ptr<T>();
     T* u = state.at("acc_delta").data_ptr<T>();
     const int64_t n = param.numel();
-#if TESSERA_HAS_CUDA
-    if (param.is_cuda()) return detail::cuda_adadelta_update<T>(param.device().index, n, p, g, v, u, s);
-#endif
-    detail::for_each_element(n, [=](int64_t i) { detail::adadelta_element(p[i], g[i], v[i], u[i], s); });
+    native::adadelta_update<T>(param.device(), n, p, g, v, u, s);
   });
 }
 

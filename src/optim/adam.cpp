@@ -5,14 +5,9 @@
 
 #include <cmath>
 
-#include "tessera/config.h"
-#include "tessera/optim/elementwise.h"
 #include "tessera/tensor/error.h"
 #include "tessera/tensor/factory.h"
-
-#if TESSERA_HAS_CUDA
-#include "tessera/optim/cuda_updates.h"
-#endif
+#include "tessera/tensor/optimizer_updates.h"
 
 namespace tessera::optim {
 
@@ -70,7 +65,7 @@ void Adam::update(size_t group, Tensor& param, const Tensor& grad, StateDict& st
   const bool decoupled = decouples_weight_decay();
   dispatch_floating(param.dtype(), type_name() + ".step", [&]<class T>() {
     // The bias corrections and the step size are Python doubles, cast where they meet a tensor.
-    const detail::AdamScalars<T> s{.beta1 = static_cast<T>(o.betas[0]),
+    const update_rules::AdamScalars<T> s{.beta1 = static_cast<T>(o.betas[0]),
                                    .beta2 = static_cast<T>(o.betas[1]),
                                    .one_minus_beta1 = static_cast<T>(1.0 - o.betas[0]),
                                    .one_minus_beta2 = static_cast<T>(1.0 - o.betas[1]),
@@ -89,11 +84,7 @@ void Adam::update(size_t group, Tensor& param, const Tensor& grad, StateDict& st
     T* v = state.at("exp_avg_sq").data_ptr<T>();
     T* v_max = max_exp_avg_sq.defined() ? max_exp_avg_sq.data_ptr<T>() : nullptr;
     const int64_t n = param.numel();
-#if TESSERA_HAS_CUDA
-    if (param.is_cuda()) return detail::cuda_adam_update<T>(param.device().index, n, p, g, m, v, v_max, s);
-#endif
-    detail::for_each_element(
-        n, [=](int64_t i) { detail::adam_element(p[i], g[i], m[i], v[i], v_max != nullptr ? v_max + i : nullptr, s); });
+    native::adam_update<T>(param.device(), n, p, g, m, v, v_max, s);
   });
 }
 

@@ -3,15 +3,9 @@
 
 #include <cmath>
 
-#include "tessera/config.h"
-#include "tessera/optim/elementwise.h"
-#include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/error.h"
 #include "tessera/tensor/factory.h"
-
-#if TESSERA_HAS_CUDA
-#include "tessera/optim/cuda_updates.h"
-#endif
+#include "tessera/tensor/optimizer_updates.h"
 
 namespace tessera::optim {
 
@@ -34,7 +28,7 @@ std::vector<Optimizer::StateSlot> SGD::state_slots(size_t) const {
 namespace {
 
 template <class T>
-detail::SgdScalars<T> sgd_scalars(const SGDOptions& o, bool first_step) {
+update_rules::SgdScalars<T> sgd_scalars(const SGDOptions& o, bool first_step) {
   // Python floats reach PyTorch's kernels cast to the tensor's dtype.
   return {.weight_decay = static_cast<T>(o.weight_decay),
           .momentum = static_cast<T>(o.momentum),
@@ -58,26 +52,12 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, StateDict& sta
   }
   Tensor buffer = o.momentum != 0.0 ? state.at("momentum_buffer") : Tensor();
   dispatch_floating(param.dtype(), "SGD.step", [&]<class T>() {
-    const detail::SgdScalars<T> s = sgd_scalars<T>(o, first_step);
+    const update_rules::SgdScalars<T> s = sgd_scalars<T>(o, first_step);
     T* p = param.data_ptr<T>();
     const T* g = grad.data_ptr<T>();
     T* b = buffer.defined() ? buffer.data_ptr<T>() : nullptr;
     const int64_t n = param.numel();
-#if TESSERA_HAS_CUDA
-    if (param.is_cuda()) return detail::cuda_sgd_update<T>(param.device().index, n, p, g, b, s);
-#endif
-    if (s.use_momentum && !s.first_step && !s.decay && !s.maximize && !s.nesterov) {
-      // SGD with momentum, the common case, as a loop the compiler vectorises (the general
-      // loop is not): the same operations per element as sgd_element, so the same bits.
-#pragma omp parallel for simd schedule(static) if (n >= cpu::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        const T momentum_term = detail::add_scaled(b[i] * s.momentum, g[i], s.one_minus_dampening);
-        b[i] = momentum_term;
-        p[i] = detail::add_scaled(p[i], momentum_term, s.negative_lr);
-      }
-      return;
-    }
-    detail::for_each_element(n, [=](int64_t i) { detail::sgd_element(p[i], g[i], b != nullptr ? b + i : nullptr, s); });
+    native::sgd_update<T>(param.device(), n, p, g, b, s);
   });
 }
 

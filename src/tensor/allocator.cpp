@@ -7,13 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tessera/config.h"
 #include "tessera/tensor/error.h"
-
-#if TESSERA_HAS_CUDA
-#include "tessera/tensor/cuda/cuda_allocator.h"
-#include "tessera/tensor/cuda/pinned_host.h"
-#endif
+#include "tessera/tensor/host_allocator.h"
 
 namespace tessera {
 
@@ -42,14 +37,7 @@ void Allocator::record_deallocation(size_t nbytes) { current_.fetch_sub(static_c
 
 namespace {
 
-// Where a host allocator's blocks come from: pageable memory (aligned_alloc) or, for
-// pinned host memory (pinned_host_allocator), page-locked memory from the CUDA runtime.
-struct HostMemorySource {
-  const char* what;  // for messages: "host memory", "pinned host memory"
-  void* (*allocate)(size_t alignment, size_t bytes);  // null when the system has no more
-  void (*free)(void* block);
-  bool limited;  // bounded by a memory limit (the CPU device's), or never (pinned memory)
-};
+using detail::HostMemorySource;
 
 void* allocate_pageable(size_t alignment, size_t bytes) { return std::aligned_alloc(alignment, bytes); }
 void free_pageable(void* block) { std::free(block); }
@@ -183,36 +171,19 @@ class HostAllocator final : public Allocator {
 
 }  // namespace
 
-Allocator& allocator_for(Device device) {
-  if (device.is_cpu()) {
-    static HostAllocator cpu_allocator(kPageable);
-    return cpu_allocator;
-  }
-#if TESSERA_HAS_CUDA
-  return cuda::caching_allocator(device.index);
-#else
-  throw NotCompiledError(detail::concat("device ", device.str(),
-                                        " requested, but Tessera was built without CUDA support"));
-#endif
+namespace detail {
+
+Allocator& pageable_host_allocator() {
+  static HostAllocator cpu_allocator(kPageable);
+  return cpu_allocator;
 }
 
-Allocator& pinned_host_allocator() {
-  // Page-locked through the CUDA runtime when there is a device to transfer to; otherwise
-  // (a CPU-only build or machine) plain host memory under its own counters, so that code
-  // and tests of pinned tensors (FSDP's CPU offload) run the same everywhere.
-  // Never destroyed: freeing page-locked memory at static destruction would race the CUDA
-  // runtime's own teardown (the operating system reclaims it at exit).
-  static HostAllocator* pinned_allocator = [] {
-#if TESSERA_HAS_CUDA
-    if (cuda::is_available()) {
-      return new HostAllocator({"pinned host memory",
-                                [](size_t, size_t bytes) { return cuda::allocate_pinned_host(bytes); },
-                                cuda::free_pinned_host, false});
-    }
-#endif
-    return new HostAllocator({"pinned host memory", allocate_pageable, free_pageable, false});
-  }();
-  return *pinned_allocator;
+Allocator* new_host_allocator(const HostMemorySource& source) { return new HostAllocator(source); }
+
+HostMemorySource pageable_host_memory(const char* what, bool limited) {
+  return {what, allocate_pageable, free_pageable, limited};
 }
+
+}  // namespace detail
 
 }  // namespace tessera

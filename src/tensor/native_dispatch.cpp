@@ -1,9 +1,11 @@
-// Routes each device-specific native op to its backend by the device of its first tensor
-// operand. This file is the only place that knows the backends.
+// Routes each device-specific native op, and the optimizers' fused updates, to its
+// backend by the device of its first tensor operand. This file and backend_memory.cpp
+// (allocators, byte copies) are the only places that know the backends.
 #include "tessera/config.h"
 #include "tessera/tensor/attention_geometry.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/native.h"
+#include "tessera/tensor/optimizer_updates.h"
 
 #if TESSERA_HAS_CUDA
 #include "tessera/tensor/cuda/kernels.h"
@@ -15,9 +17,15 @@
     if ((tensor).defined() && (tensor).is_cuda()) return ::tessera::cuda::kernel(__VA_ARGS__); \
     return ::tessera::cpu::kernel(__VA_ARGS__);                                   \
   } while (false)
+#define TS_DISPATCH_DEVICE(device, kernel, ...)                                         \
+  do {                                                                                  \
+    if ((device).is_cuda()) return ::tessera::cuda::kernel((device).index, __VA_ARGS__); \
+    return ::tessera::cpu::kernel((device).index, __VA_ARGS__);                          \
+  } while (false)
 #else
 // Without CUDA a CUDA tensor cannot exist (its allocation throws NotCompiledError).
 #define TS_DISPATCH(tensor, kernel, ...) return ::tessera::cpu::kernel(__VA_ARGS__)
+#define TS_DISPATCH_DEVICE(device, kernel, ...) return ::tessera::cpu::kernel((device).index, __VA_ARGS__)
 #endif
 
 namespace tessera::native {
@@ -181,5 +189,31 @@ void cross_entropy_backward_(Tensor& log_probs, const Tensor& grad_output, const
   TS_DISPATCH(log_probs, cross_entropy_backward_, log_probs, grad_output, target, weight, reduction, ignore_index,
               total_weight);
 }
+
+template <class T>
+void sgd_update(Device device, int64_t n, T* param, const T* grad, T* buffer, const update_rules::SgdScalars<T>& s) {
+  TS_DISPATCH_DEVICE(device, sgd_update<T>, n, param, grad, buffer, s);
+}
+template <class T>
+void adam_update(Device device, int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_exp_avg_sq,
+                 const update_rules::AdamScalars<T>& s) {
+  TS_DISPATCH_DEVICE(device, adam_update<T>, n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, s);
+}
+template <class T>
+void adadelta_update(Device device, int64_t n, T* param, const T* grad, T* square_avg, T* acc_delta,
+                     const update_rules::AdadeltaScalars<T>& s) {
+  TS_DISPATCH_DEVICE(device, adadelta_update<T>, n, param, grad, square_avg, acc_delta, s);
+}
+template void sgd_update<float>(Device, int64_t, float*, const float*, float*, const update_rules::SgdScalars<float>&);
+template void sgd_update<double>(Device, int64_t, double*, const double*, double*,
+                                 const update_rules::SgdScalars<double>&);
+template void adam_update<float>(Device, int64_t, float*, const float*, float*, float*, float*,
+                                 const update_rules::AdamScalars<float>&);
+template void adam_update<double>(Device, int64_t, double*, const double*, double*, double*, double*,
+                                  const update_rules::AdamScalars<double>&);
+template void adadelta_update<float>(Device, int64_t, float*, const float*, float*, float*,
+                                     const update_rules::AdadeltaScalars<float>&);
+template void adadelta_update<double>(Device, int64_t, double*, const double*, double*, double*,
+                                      const update_rules::AdadeltaScalars<double>&);
 
 }  // namespace tessera::native

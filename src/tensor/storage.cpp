@@ -3,13 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "tessera/config.h"
 #include "tessera/tensor/allocator.h"
 #include "tessera/tensor/error.h"
-
-#if TESSERA_HAS_CUDA
-#include "tessera/tensor/cuda/cuda_runtime.h"
-#endif
 
 namespace tessera {
 
@@ -63,20 +58,6 @@ void Storage::materialize() {
     pending.rule.fill(host.data(), pending.dtype, count, pending.seed, pending.key, 0);
     copy_bytes(data_, device_, host.data(), Device::cpu(), nbytes);
   }
-}
-
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, HostSide host) {
-  if (nbytes == 0) return;
-  if (dst_device.is_cpu() && src_device.is_cpu()) {
-    std::memcpy(dst, src, nbytes);
-    return;
-  }
-#if TESSERA_HAS_CUDA
-  cuda::copy_bytes(dst, dst_device, src, src_device, nbytes, host);
-#else
-  (void)host;
-  throw NotCompiledError("copy between host and CUDA memory: Tessera was built without CUDA support");
-#endif
 }
 
 }  // namespace tessera

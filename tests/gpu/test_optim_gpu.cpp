@@ -1,6 +1,6 @@
 // The fused optimizer updates on CUDA against the CPU: every optimizer and option that
 // changes the arithmetic, float32 and float64, three steps on the same parameters and
-// gradients. Both devices evaluate the same element function (src/optim/update_rules.h)
+// gradients. Both devices evaluate the same element function (src/tensor/update_rules.h)
 // with the same explicit fma, division and square root, and nothing else is fused
 // (-ffp-contract=off, -fmad=false), so the results should be identical; the check allows
 // one unit of rounding per step in case a device library rounds differently (normwise

@@ -5,7 +5,7 @@
 // Tolerance: none. Every parameter and state element must match PyTorch bit for bit, in
 // both dtypes: the fused loops perform PyTorch's single-tensor sequence of roundings
 // (scalars computed in double as Python does, cast to the tensor dtype; fma where
-// PyTorch's kernels use one, see src/optim/elementwise.h). A mismatch is reported in units
+// PyTorch's kernels use one, see src/tensor/update_rules.h). A mismatch is reported in units
 // in the last place so that a drift is measurable, not only detected.
 #include <doctest/doctest.h>
 

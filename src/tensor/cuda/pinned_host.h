@@ -1,5 +1,5 @@
 // Page-locked host memory from the CUDA runtime, for the pinned host allocator
-// (allocator.cpp); the staging buffers of host_copy.cpp are a pool of their own.
+// (backend_memory.cpp); the staging buffers of host_copy.cpp are a pool of their own.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 // The per-element arithmetic of every optimizer update, written once for the CPU loops
-// (sgd.cpp, adam.cpp, adadelta.cpp) and the CUDA kernels (cuda_updates.cu), so that both
-// devices evaluate the same expressions in the same order and round the same way.
+// (cpu/optimizer_updates.cpp) and the CUDA kernels (cuda/optimizer_updates.cu), so that
+// both devices evaluate the same expressions in the same order and round the same way.
+// The optimizers (src/optim/) fill the scalars and call native::*_update
+// (optimizer_updates.h), which picks the backend. Internal, not installed.
 //
 // Rounding follows PyTorch's CPU kernels (1.13, AVX2 build), which the golden tests pin
 // down: `x.add_(y, alpha=a)` computes fma(y, a, x) (ufunc add uses vec::fmadd), and
@@ -8,7 +10,7 @@
 // `x.addcdiv_(y, z, value=v)` is x + (v * y) / z; mul, div, sqrt round once each. A
 // Python float scalar is cast to the tensor's dtype before use (Scalar::to<scalar_t>), so
 // the scalars below are already of the element type. Nothing else may be fused: the CPU
-// files are compiled with -ffp-contract=off and the CUDA kernels with -fmad=false, and the
+// loops are compiled with -ffp-contract=off and the CUDA kernels with -fmad=false, and the
 // device uses the correctly rounded intrinsics for fma, division and square root.
 #pragma once
 
@@ -16,16 +18,16 @@
 #include <cstdint>
 
 #if defined(__CUDACC__)
-#define TS_OPTIM_HOST_DEVICE __host__ __device__
+#define TS_UPDATE_HOST_DEVICE __host__ __device__
 #else
-#define TS_OPTIM_HOST_DEVICE
+#define TS_UPDATE_HOST_DEVICE
 #endif
 
-namespace tessera::optim::detail {
+namespace tessera::update_rules {
 
 // x * y + z with one rounding.
 template <class T>
-TS_OPTIM_HOST_DEVICE inline T fused_multiply_add(T x, T y, T z) {
+TS_UPDATE_HOST_DEVICE inline T fused_multiply_add(T x, T y, T z) {
 #if defined(__CUDA_ARCH__)
   if constexpr (sizeof(T) == sizeof(float)) {
     return __fmaf_rn(x, y, z);
@@ -38,7 +40,7 @@ TS_OPTIM_HOST_DEVICE inline T fused_multiply_add(T x, T y, T z) {
 }
 
 template <class T>
-TS_OPTIM_HOST_DEVICE inline T divide(T x, T y) {
+TS_UPDATE_HOST_DEVICE inline T divide(T x, T y) {
 #if defined(__CUDA_ARCH__)
   if constexpr (sizeof(T) == sizeof(float)) {
     return __fdiv_rn(x, y);
@@ -51,7 +53,7 @@ TS_OPTIM_HOST_DEVICE inline T divide(T x, T y) {
 }
 
 template <class T>
-TS_OPTIM_HOST_DEVICE inline T square_root(T x) {
+TS_UPDATE_HOST_DEVICE inline T square_root(T x) {
 #if defined(__CUDA_ARCH__)
   if constexpr (sizeof(T) == sizeof(float)) {
     return __fsqrt_rn(x);
@@ -65,25 +67,25 @@ TS_OPTIM_HOST_DEVICE inline T square_root(T x) {
 
 // x + alpha * y with one rounding: PyTorch's add(x, y, alpha).
 template <class T>
-TS_OPTIM_HOST_DEVICE inline T add_scaled(T x, T y, T alpha) {
+TS_UPDATE_HOST_DEVICE inline T add_scaled(T x, T y, T alpha) {
   return fused_multiply_add(y, alpha, x);
 }
 
 // x + value * y * z: PyTorch's addcmul(x, y, z, value).
 template <class T>
-TS_OPTIM_HOST_DEVICE inline T addcmul(T x, T y, T z, T value) {
+TS_UPDATE_HOST_DEVICE inline T addcmul(T x, T y, T z, T value) {
   return fused_multiply_add(value * y, z, x);
 }
 
 // x + value * y / z: PyTorch's addcdiv(x, y, z, value).
 template <class T>
-TS_OPTIM_HOST_DEVICE inline T addcdiv(T x, T y, T z, T value) {
+TS_UPDATE_HOST_DEVICE inline T addcdiv(T x, T y, T z, T value) {
   return x + divide(value * y, z);
 }
 
 // torch.maximum: NaN wins.
 template <class T>
-TS_OPTIM_HOST_DEVICE inline T maximum(T a, T b) {
+TS_UPDATE_HOST_DEVICE inline T maximum(T a, T b) {
   if (a != a || b != b) return a + b;  // a NaN (x != x only for NaN)
   return a > b ? a : b;
 }
@@ -96,7 +98,7 @@ struct SgdScalars {
 };
 
 template <class T>
-TS_OPTIM_HOST_DEVICE inline void sgd_element(T& param, T grad, T* buffer, const SgdScalars<T>& s) {
+TS_UPDATE_HOST_DEVICE inline void sgd_element(T& param, T grad, T* buffer, const SgdScalars<T>& s) {
   T d = s.maximize ? -grad : grad;
   if (s.decay) d = add_scaled(d, param, s.weight_decay);
   if (s.use_momentum) {
@@ -120,7 +122,7 @@ struct AdamScalars {
 };
 
 template <class T>
-TS_OPTIM_HOST_DEVICE inline void adam_element(T& param, T grad, T& exp_avg, T& exp_avg_sq, T* max_exp_avg_sq,
+TS_UPDATE_HOST_DEVICE inline void adam_element(T& param, T grad, T& exp_avg, T& exp_avg_sq, T* max_exp_avg_sq,
                                               const AdamScalars<T>& s) {
   T g = s.maximize ? -grad : grad;
   T p = param;
@@ -147,7 +149,7 @@ struct AdadeltaScalars {
 };
 
 template <class T>
-TS_OPTIM_HOST_DEVICE inline void adadelta_element(T& param, T grad, T& square_avg, T& acc_delta,
+TS_UPDATE_HOST_DEVICE inline void adadelta_element(T& param, T grad, T& square_avg, T& acc_delta,
                                                   const AdadeltaScalars<T>& s) {
   T g = s.maximize ? -grad : grad;
   if (s.decay) g = add_scaled(g, param, s.weight_decay);
@@ -159,4 +161,4 @@ TS_OPTIM_HOST_DEVICE inline void adadelta_element(T& param, T grad, T& square_av
   param = add_scaled(param, delta, s.negative_lr);
 }
 
-}  // namespace tessera::optim::detail
+}  // namespace tessera::update_rules
