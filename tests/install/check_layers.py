@@ -3,7 +3,10 @@
 fsdp <- dist, with io, data and text beside them. Each folder of src/ may include only the
 folders listed for it below; MPI, NCCL and cuDNN headers stay in the folders that wrap
 them; and no folder reaches into another's detail namespace (checkpoint/ once did into
-fsdp::detail). Prints every violation with its file and line.
+fsdp::detail). The backends are registered in one layer, not named everywhere: outside
+tensor/cuda/ itself, only the dispatch files (and dist/'s NCCL group, which wraps CUDA
+streams) test TESSERA_HAS_CUDA or include the CUDA backend's headers. Prints every
+violation with its file and line.
   check_layers.py SOURCE_ROOT
 """
 import pathlib
@@ -26,6 +29,16 @@ ALLOWED = {
 # Third-party headers that belong to one folder's backend.
 OWNED_HEADERS = {"mpi.h": {"dist"}, "nccl.h": {"dist"}, "cudnn.h": {"tensor"}}
 
+# The files that may name the CUDA backend (besides src/tensor/cuda/).
+BACKEND_CHOOSERS = {
+    "src/tensor/native_dispatch.cpp",  # ops and the optimizers' fused updates
+    "src/tensor/backend_memory.cpp",  # allocators, pinned memory, byte copies
+    "src/tensor/cuda_api.cpp",  # the public ts::cuda:: queries
+    "src/dist/nccl_process_group.h",
+    "src/dist/nccl_process_group.cpp",
+}
+NAMES_CUDA_BACKEND = re.compile(r'TESSERA_HAS_CUDA|#\s*include\s*"tessera/tensor/cuda/')
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 FOREIGN_DETAIL = re.compile(r"\b(tensor|autograd|io|dist|data|text|nn|models|optim|fsdp|checkpoint)::detail::")
 
@@ -39,8 +52,13 @@ def main(root):
         folder = path.relative_to(src).parts[0]
         if folder not in ALLOWED:
             continue  # tessera.h, config.h: the umbrella includes everything
+        relative = path.relative_to(root).as_posix()
+        may_name_cuda = relative in BACKEND_CHOOSERS or relative.startswith("src/tensor/cuda/")
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             where = f"{path.relative_to(root)}:{number}"
+            if not may_name_cuda and NAMES_CUDA_BACKEND.search(line):
+                problems.append(f"{where}: names the CUDA backend; only the dispatch layer may "
+                                f"({', '.join(sorted(BACKEND_CHOOSERS))})")
             match = INCLUDE.match(line)
             if match:
                 header = match.group(1)
