@@ -4,7 +4,7 @@
 //
 //   tessera-checkpoint info ckpt/step-00000200        (or ckpt/: its latest)
 //   tessera-checkpoint verify ckpt
-//   tessera-checkpoint to-full ckpt model.safetensors
+//   tessera-checkpoint to-full ckpt model.safetensors [--model-only]
 //   tessera-checkpoint to-sharded model.safetensors ckpt-8 --world-size 8
 #include <charconv>
 #include <cinttypes>
@@ -34,8 +34,12 @@ commands:
                                      unit (flat layout and parameters) and every file's
                                      tensors with their ranges and sizes
   verify PATH                        read every tensor and check every CRC32C
-  to-full PATH OUT.safetensors       write one safetensors file with PyTorch's names
-                                     (parameters, buffers, "optimizer.state.<param>.<name>")
+  to-full PATH OUT.safetensors [--model-only]
+                                     write one safetensors file with PyTorch's names
+                                     (parameters, buffers, "optimizer.state.<param>.<name>");
+                                     with --model-only the parameters and buffers alone, a
+                                     plain state dict that PyTorch's strict load_state_dict
+                                     (safetensors.torch.load_file) reads
   to-sharded PATH OUT_DIR --world-size N
                                      write a sharded checkpoint for N ranks, 1 to 99999 (from
                                      a full file, or from a sharded checkpoint: resharding)
@@ -217,12 +221,28 @@ int run(const std::vector<std::string>& args) {
     return command == "info" ? info(args[1]) : verify(args[1]);
   }
   if (command == "to-full") {
-    if (args.size() != 3) usage_error("to-full takes PATH and OUT.safetensors");
-    check_output_apart(args[2], args[1]);
-    std::unique_ptr<ckpt::FlatSource> source = ckpt::open(args[1]);
-    ckpt::write_full(*source, args[2]);
-    std::printf("wrote %s (%lld parameter elements)\n", args[2].c_str(),
-                static_cast<long long>(source->manifest().parameter_numel()));
+    bool model_only = false;
+    std::vector<std::string> paths;
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--model-only") {
+        model_only = true;
+      } else if (args[i].starts_with("--")) {
+        usage_error("to-full: unknown option '" + args[i] + "'");
+      } else {
+        paths.push_back(args[i]);
+      }
+    }
+    if (paths.size() != 2) usage_error("to-full takes PATH and OUT.safetensors");
+    check_output_apart(paths[1], paths[0]);
+    std::unique_ptr<ckpt::FlatSource> source = ckpt::open(paths[0]);
+    if (model_only) {
+      ckpt::write_model_weights(*source, paths[1]);
+    } else {
+      ckpt::write_full(*source, paths[1]);
+    }
+    std::printf("wrote %s (%lld parameter elements%s)\n", paths[1].c_str(),
+                static_cast<long long>(source->manifest().parameter_numel()),
+                model_only ? "; the model's state dict alone" : "");
     return 0;
   }
   if (command == "to-sharded") {

@@ -87,6 +87,26 @@ class GatheredSource final : public FlatSource {
 
 }  // namespace
 
+namespace {
+
+// The model's tensors of `source` under PyTorch's names: its parameters, unflattened from
+// the flat vectors, then its buffers (the full state dict, in the model's order).
+StateDict model_tensors(const FlatSource& source) {
+  const Manifest& manifest = source.manifest();
+  StateDict tensors;
+  for (size_t u = 0; u < manifest.units.size(); ++u) {
+    const UnitRecord& unit = manifest.units[u];
+    Tensor values = source.slice(u, "", 0, unit.flat_numel);
+    for (const fsdp::FlatEntry& entry : unit.parameters) {
+      tensors.insert(entry.name, native::view(native::narrow(values, 0, entry.offset, entry.numel), entry.shape));
+    }
+  }
+  for (const BufferRecord& buffer : manifest.buffers) tensors.insert(buffer.name, source.buffer(buffer.name));
+  return tensors;
+}
+
+}  // namespace
+
 void write_full(const FlatSource& source, const std::string& path) {
   const Manifest& manifest = source.manifest();
   StateDict tensors;
@@ -99,14 +119,7 @@ void write_full(const FlatSource& source, const std::string& path) {
     crcs.emplace_back(name, std::move(list));
   };
   // Parameters, then buffers, then optimizer state by parameter, unflattened from the flat vectors.
-  for (size_t u = 0; u < manifest.units.size(); ++u) {
-    const UnitRecord& unit = manifest.units[u];
-    Tensor values = source.slice(u, "", 0, unit.flat_numel);
-    for (const fsdp::FlatEntry& entry : unit.parameters) {
-      add(entry.name, native::view(native::narrow(values, 0, entry.offset, entry.numel), entry.shape));
-    }
-  }
-  for (const BufferRecord& buffer : manifest.buffers) add(buffer.name, source.buffer(buffer.name));
+  for (const auto& [name, tensor] : model_tensors(source)) add(name, tensor);
   for (size_t u = 0; u < manifest.units.size(); ++u) {
     const UnitRecord& unit = manifest.units[u];
     std::vector<Tensor> states;
@@ -126,6 +139,10 @@ void write_full(const FlatSource& source, const std::string& path) {
                                       {"manifest", to_json(manifest)},
                                       {"tensors", std::move(crcs)}};
   io::save(tensors, path, {{"format", kFullFormat}, {kManifestKey, write_with_crc(std::move(document))}});
+}
+
+void write_model_weights(const FlatSource& source, const std::string& path) {
+  io::save(model_tensors(source), path, {{"format", "pt"}});
 }
 
 FullCheckpoint::FullCheckpoint(const std::string& path) : file_(path) {

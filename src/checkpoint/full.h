@@ -65,4 +65,11 @@ TrainingState load_full(const std::string& path, nn::Module& model, const Statef
 // Writes `source` as a full checkpoint, in this one process (tessera-checkpoint to-full).
 void write_full(const FlatSource& source, const std::string& path);
 
+// Writes the model's parameters and buffers of `source` alone, under PyTorch's names, as a
+// plain safetensors file (__metadata__ {"format": "pt"}, as safetensors.torch.save_file
+// writes; no optimizer state, no manifest): what PyTorch's strict
+// model.load_state_dict(safetensors.torch.load_file(path)) and Tessera's
+// model.load_state_dict(io::load(path)) read (tessera-checkpoint to-full --model-only).
+void write_model_weights(const FlatSource& source, const std::string& path);
+
 }  // namespace tessera::checkpoint

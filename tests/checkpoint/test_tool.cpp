@@ -31,7 +31,7 @@ TEST_CASE("tessera-checkpoint: help, info, verify, conversions, corrupt input an
 
   ToolRun help = run_tool("--help");
   CHECK(help.status == 0);
-  for (const char* word : {"info PATH", "verify PATH", "to-full PATH OUT.safetensors", "to-sharded PATH OUT_DIR --world-size N"}) {
+  for (const char* word : {"info PATH", "verify PATH", "to-full PATH OUT.safetensors [--model-only]", "to-sharded PATH OUT_DIR --world-size N"}) {
     CHECK_MESSAGE(contains(help.out, word), word);
   }
 
@@ -48,6 +48,28 @@ TEST_CASE("tessera-checkpoint: help, info, verify, conversions, corrupt input an
   ToolRun full = run_tool("to-full " + dir.file("ckpt") + " " + dir.file("full.safetensors"));
   CHECK(full.status == 0);
   CHECK(ts::io::load(dir.file("full.safetensors")).contains("optimizer.state.fc2.bias.exp_avg_sq"));
+  // --model-only: the model's state dict alone (PyTorch's strict load_state_dict reads it):
+  // exactly the model's names and shapes, the full file's bits, no optimizer state.
+  ToolRun model_only = run_tool("to-full " + dir.file("ckpt") + " " + dir.file("model.safetensors") + " --model-only");
+  INFO(model_only.out, model_only.err);
+  CHECK(model_only.status == 0);
+  CHECK(contains(model_only.out, "the model's state dict alone"));
+  const ts::StateDict weights = ts::io::load(dir.file("model.safetensors"));
+  const ts::StateDict expected = trained.model.state_dict();
+  const ts::StateDict everything = ts::io::load(dir.file("full.safetensors"));
+  CHECK(weights.size() == expected.size());
+  for (const auto& [name, value] : expected) {
+    CAPTURE(name);
+    REQUIRE(weights.contains(name));
+    CHECK(same_bits(weights.at(name), value));
+    CHECK(same_bits(weights.at(name), everything.at(name)));
+  }
+  CHECK(ts::io::load_metadata(dir.file("model.safetensors")) == ts::io::Metadata{{"format", "pt"}});
+  SmallNet fresh;
+  fresh.load_state_dict(weights);  // strict
+  CHECK(same_bits(fresh.fc2.weight, expected.at("fc2.weight")));
+  CHECK(run_tool("to-full " + dir.file("ckpt") + " " + dir.file("x.safetensors") + " --model").status == 2);
+  CHECK(run_tool("to-full " + dir.file("ckpt") + " --model-only").status == 2);
   ToolRun sharded = run_tool("to-sharded " + dir.file("full.safetensors") + " " + dir.file("three") + " --world-size 3");
   CHECK(sharded.status == 0);
   CHECK(ckpt::ShardedCheckpoint(dir.file("three")).metadata().world_size == 3);
