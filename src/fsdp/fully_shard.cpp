@@ -149,10 +149,25 @@ void check_devices(nn::Module& root, const dist::ProcessGroup& group) {
   }
 }
 
+// FSDP2's reshard_after_forward, as the strategy it names.
+FullyShardOptions resolve_reshard_after_forward(FullyShardOptions options) {
+  if (!options.reshard_after_forward) return options;
+  if (*options.reshard_after_forward) {
+    TS_CHECK(options.strategy == ShardingStrategy::full_shard, ValueError,
+             "fully_shard: reshard_after_forward = true contradicts strategy ",
+             options.strategy == ShardingStrategy::no_shard ? "NO_SHARD" : "SHARD_GRAD_OP",
+             " (which keeps the parameters after forward); give one of the two");
+  } else if (options.strategy == ShardingStrategy::full_shard) {
+    options.strategy = ShardingStrategy::shard_grad_op;
+  }
+  return options;
+}
+
 }  // namespace
 
-void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& options) {
+void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& given) {
   TS_CHECK(group != nullptr, ValueError, "fully_shard: no process group given");
+  const FullyShardOptions options = resolve_reshard_after_forward(given);
   for (nn::Module* module : root.modules()) {
     TS_CHECK(module->find_attachment<FsdpState>() == nullptr, ValueError, "fully_shard: ",
              module == &root ? std::string("this model") : "its submodule '" + module->path() + "'",

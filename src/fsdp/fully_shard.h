@@ -122,6 +122,13 @@ struct CPUOffloadPolicy {
 
 struct FullyShardOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
+  // FSDP2's name for the same choice: true frees each unit's gathered parameters after its
+  // forward and gathers them again for its backward (FULL_SHARD); false keeps them from
+  // forward to backward, one all-gather a step instead of two (SHARD_GRAD_OP). Unset: as
+  // `strategy` says. A value that contradicts an explicit other strategy (true with
+  // SHARD_GRAD_OP or NO_SHARD) is a ValueError. (FSDP2's int form, resharding to a smaller
+  // group after forward, is not built.)
+  std::optional<bool> reshard_after_forward{};
   WrapPolicy wrap_policy{};
   // How gradients are combined across ranks. avg (the default, for a loss that is a mean
   // over the rank's rows, as in PyTorch): the mean over every rank's rows. When every rank's
@@ -231,6 +238,55 @@ class NoSyncScope {
  private:
   nn::Module& root_;
 };
+
+// FSDP2's explicit schedule (FSDPModule's methods; schedule_control.cpp). `root` is the
+// sharded model; `module` one of its units' modules (wrapped by the policy) or the root
+// itself (its own parameters' unit). Each is a ValueError naming the module when it is not
+// a unit of `root`.
+//
+// Gradient accumulation with no communication, as FSDP2's recipe (docs/api/fsdp.md):
+//   ts::fsdp::set_requires_gradient_sync(model, false);    // micro-batches 1..k-1: no bytes sent
+//   ts::fsdp::set_reshard_after_backward(model, false);    // and no all-gather either
+//   ... forward/backward ...
+//   ts::fsdp::set_requires_gradient_sync(model, true);     // micro-batch k: the sum is reduced
+//   ts::fsdp::set_reshard_after_backward(model, true);     // before the optimizer writes the shards
+//
+// With sync off (model.set_requires_gradient_sync(False); what NoSyncScope does for its
+// scope) backward keeps each unit's unsharded gradient and sends nothing; the first
+// backward with it on adds to them and reduces the sum.
+void set_requires_gradient_sync(nn::Module& root, bool requires_gradient_sync);
+bool requires_gradient_sync(nn::Module& root);
+// false: a unit's gathered parameters stay after its backward, so the next forward needs
+// no all-gather. The optimizer must not step while they are kept (it writes the shards,
+// not the gathered copy): set it back to true for the last micro-batch, as with FSDP2.
+void set_reshard_after_backward(nn::Module& root, bool reshard_after_backward);
+// Which units `module`'s forward (backward) starts gathering when it begins, in place of
+// the default (the next unit in forward order; the previous one in backward): FSDP2's
+// set_modules_to_forward_prefetch / set_modules_to_backward_prefetch. An empty list
+// prefetches nothing; reset_prefetch returns to the default.
+void set_modules_to_forward_prefetch(nn::Module& root, nn::Module& module, const std::vector<nn::Module*>& modules);
+void set_modules_to_backward_prefetch(nn::Module& root, nn::Module& module, const std::vector<nn::Module*>& modules);
+void reset_prefetch(nn::Module& root);
+
+// A unit's all-gather started by unshard(..., async_op = true): wait() returns once the
+// parameters are gathered (FSDP2's UnshardHandle); a handle from a synchronous unshard is
+// already done. Its destructor does not wait.
+class UnshardHandle {
+ public:
+  UnshardHandle() = default;
+  explicit UnshardHandle(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait() {
+    if (wait_) std::exchange(wait_, nullptr)();
+  }
+
+ private:
+  std::function<void()> wait_;
+};
+// Gathers `module`'s unit now (FSDP2's module.unshard()), e.g. to overlap the all-gather
+// with work of one's own before the forward; its forward then finds it gathered. Collective
+// over the model's group. reshard(root, module) frees it again.
+UnshardHandle unshard(nn::Module& root, nn::Module& module, bool async_op = false);
+void reshard(nn::Module& root, nn::Module& module);
 
 // Full parameters inside the scope: every unit gathered, every parameter a view of its
 // full buffer. With writeback, changes made to the parameters are copied into the shards

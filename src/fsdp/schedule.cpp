@@ -117,9 +117,7 @@ void FsdpState::pre_forward(Unit& unit, Tensor& input) {
     forward_order_.push_back(&unit);
   }
   unit.wait_gathered();
-  if (options_.prefetch && order_recorded_) {
-    if (Unit* next = neighbour(unit, +1)) next->start_gather();
-  }
+  prefetch_for_forward(unit);
 }
 
 void FsdpState::post_forward(Unit& unit, Tensor& output) {
@@ -150,17 +148,13 @@ void FsdpState::recompute_pre_forward(Unit* unit, Tensor& input) {
   if (unit == nullptr) return;
   cast_forward_input(input);
   unit->wait_gathered();
-  if (options_.prefetch) {
-    if (Unit* previous = neighbour(*unit, -1)) previous->start_gather();
-  }
+  prefetch_for_backward(*unit);
 }
 
 void FsdpState::pre_backward(Unit& unit) {
   begin_backward_once();
   unit.wait_gathered();
-  if (options_.prefetch) {
-    if (Unit* next = neighbour(unit, -1)) next->start_gather();
-  }
+  prefetch_for_backward(unit);
 }
 
 void FsdpState::on_parameter_gradient(Unit& unit, size_t index, Tensor& parameter) {
@@ -190,7 +184,7 @@ void FsdpState::finish_unit(Unit& unit) {
     }
   }
   unit.reset_gradient_count();
-  if (options_.strategy != ShardingStrategy::no_shard) unit.reshard();
+  if (options_.strategy != ShardingStrategy::no_shard && reshard_after_backward) unit.reshard();
 }
 
 void FsdpState::finish_pending_reduction() {
@@ -259,7 +253,7 @@ void FsdpState::finish_backward() {
   }
   finish_pending_reduction();
   for (auto& unit : units_) {
-    if (!unit->is_root()) unit->reshard();
+    if (!unit->is_root() && reshard_after_backward) unit->reshard();
   }
   wait_for_offloaded_reads();
   if (!no_sync) rows_ = 0;  // inside no_sync the rows add up until the reduction

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/fsdp/fully_shard.h"
@@ -22,7 +23,17 @@ class FsdpState final : public nn::ModuleAttachment {
   const FullyShardOptions& options() const { return options_; }
   std::vector<std::unique_ptr<Unit>>& units() { return units_; }
   detail::Counters& counters() { return counters_; }
+  // Gradient accumulation without communication: set_requires_gradient_sync(false) or a
+  // NoSyncScope.
   bool no_sync = false;
+  // set_reshard_after_backward(false): units stay gathered after their backward.
+  bool reshard_after_backward = true;
+  // set_modules_to_forward_prefetch / _backward_prefetch: a unit's explicit prefetch
+  // targets, in place of its neighbour in forward order (schedule_control.cpp).
+  std::unordered_map<const Unit*, std::vector<Unit*>> forward_prefetch, backward_prefetch;
+  // The unit of `module` (a wrapped submodule, or the root for its own parameters);
+  // ValueError naming the module when it has none.
+  Unit& unit_of(nn::Module& module, const char* caller);
 
   void add_unit(std::unique_ptr<Unit> unit) { units_.push_back(std::move(unit)); }
   // Hybrid sharding (hybrid.cpp): the mesh, and its replica group (null without one, or
@@ -66,6 +77,10 @@ class FsdpState final : public nn::ModuleAttachment {
   void cast_forward_input(Tensor& input) const;
   void cast_forward_output(Tensor& output) const;
   Unit* neighbour(const Unit& unit, int step) const;
+  // Starts the all-gathers `unit`'s forward (backward) prefetches: the explicit targets,
+  // or the next (previous) unit in forward order.
+  void prefetch_for_forward(const Unit& unit);
+  void prefetch_for_backward(const Unit& unit);
   // avg over ranks whose forwards saw different numbers of rows: this rank's weight,
   // rows / all ranks' rows, exchanged once per reduction (one all-gather of a count); none
   // when gradients are summed, or (on the CPU) when every rank saw as many rows: the plain

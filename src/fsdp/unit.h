@@ -1,6 +1,7 @@
 // One FSDP unit at run time: its flat shard, its gathered buffer and unsharded gradient,
-// and the collectives that move between them. fully_shard.cpp drives units from module
-// and gradient hooks; this file knows nothing about the schedule.
+// and the collectives that move between them. schedule.cpp drives units from module and
+// gradient hooks (fully_shard.cpp builds them, schedule_control.cpp holds FSDP2's explicit
+// calls); this file knows nothing about the schedule.
 #pragma once
 
 #include <algorithm>
