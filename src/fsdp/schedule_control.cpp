@@ -21,21 +21,19 @@ Unit& FsdpState::unit_of(nn::Module& module, const char* caller) {
 }
 
 void FsdpState::prefetch_for_forward(const Unit& unit) {
-  if (auto explicit_targets = forward_prefetch.find(&unit); explicit_targets != forward_prefetch.end()) {
-    for (Unit* target : explicit_targets->second) target->start_gather();
-    return;
-  }
-  if (!options_.prefetch || !order_recorded_) return;
-  if (Unit* next = neighbour(unit, +1)) next->start_gather();
+  // The default forward prefetch follows the order the first forward recorded.
+  prefetch(unit, forward_prefetch, order_recorded_ ? +1 : 0);
 }
 
-void FsdpState::prefetch_for_backward(const Unit& unit) {
-  if (auto explicit_targets = backward_prefetch.find(&unit); explicit_targets != backward_prefetch.end()) {
-    for (Unit* target : explicit_targets->second) target->start_gather();
+void FsdpState::prefetch_for_backward(const Unit& unit) { prefetch(unit, backward_prefetch, -1); }
+
+void FsdpState::prefetch(const Unit& unit, const PrefetchTargets& explicit_targets, int default_step) {
+  if (auto found = explicit_targets.find(&unit); found != explicit_targets.end()) {
+    for (Unit* target : found->second) target->start_gather();
     return;
   }
-  if (!options_.prefetch) return;
-  if (Unit* previous = neighbour(unit, -1)) previous->start_gather();
+  if (!options_.prefetch || default_step == 0) return;
+  if (Unit* neighbour_unit = neighbour(unit, default_step)) neighbour_unit->start_gather();
 }
 
 }  // namespace detail

@@ -30,7 +30,8 @@ class FsdpState final : public nn::ModuleAttachment {
   bool reshard_after_backward = true;
   // set_modules_to_forward_prefetch / _backward_prefetch: a unit's explicit prefetch
   // targets, in place of its neighbour in forward order (schedule_control.cpp).
-  std::unordered_map<const Unit*, std::vector<Unit*>> forward_prefetch, backward_prefetch;
+  using PrefetchTargets = std::unordered_map<const Unit*, std::vector<Unit*>>;
+  PrefetchTargets forward_prefetch, backward_prefetch;
   // The unit of `module` (a wrapped submodule, or the root for its own parameters);
   // ValueError naming the module when it has none.
   Unit& unit_of(nn::Module& module, const char* caller);
@@ -81,6 +82,9 @@ class FsdpState final : public nn::ModuleAttachment {
   // or the next (previous) unit in forward order.
   void prefetch_for_forward(const Unit& unit);
   void prefetch_for_backward(const Unit& unit);
+  // `unit`'s explicit targets if it has some, else its neighbour `default_step` units away
+  // in forward order (none for 0, or with prefetch off).
+  void prefetch(const Unit& unit, const PrefetchTargets& explicit_targets, int default_step);
   // avg over ranks whose forwards saw different numbers of rows: this rank's weight,
   // rows / all ranks' rows, exchanged once per reduction (one all-gather of a count); none
   // when gradients are summed, or (on the CPU) when every rank saw as many rows: the plain

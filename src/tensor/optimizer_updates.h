@@ -25,26 +25,11 @@ void adadelta_update(Device device, int64_t n, T* param, const T* grad, T* squar
 
 }  // namespace tessera::native
 
-// The backends' bodies, instantiated for float and double (`device` is the CUDA index;
-// the CPU ignores it).
+// The backends' bodies, instantiated for float and double.
 namespace tessera::cpu {
-template <class T>
-void sgd_update(int device, int64_t n, T* param, const T* grad, T* buffer, const update_rules::SgdScalars<T>& s);
-template <class T>
-void adam_update(int device, int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_exp_avg_sq,
-                 const update_rules::AdamScalars<T>& s);
-template <class T>
-void adadelta_update(int device, int64_t n, T* param, const T* grad, T* square_avg, T* acc_delta,
-                     const update_rules::AdadeltaScalars<T>& s);
+#include "tessera/tensor/optimizer_update_kernels.inc"
 }  // namespace tessera::cpu
 
 namespace tessera::cuda {
-template <class T>
-void sgd_update(int device, int64_t n, T* param, const T* grad, T* buffer, const update_rules::SgdScalars<T>& s);
-template <class T>
-void adam_update(int device, int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_exp_avg_sq,
-                 const update_rules::AdamScalars<T>& s);
-template <class T>
-void adadelta_update(int device, int64_t n, T* param, const T* grad, T* square_avg, T* acc_delta,
-                     const update_rules::AdadeltaScalars<T>& s);
+#include "tessera/tensor/optimizer_update_kernels.inc"
 }  // namespace tessera::cuda

@@ -19,4 +19,10 @@ const std::shared_ptr<tessera::dist::ProcessGroup>& world();
 // The message of the tessera::Error `action` throws, or "" when it throws none.
 using test_support::error_of;
 
+// This rank's rows of a global batch of `global_rows`, as DistributedSampler splits it.
+inline tessera::data::RowRange my_rows(int64_t global_rows) {
+  const auto& group = world();
+  return tessera::data::DistributedSampler{group->rank(), group->size()}.rows_of(global_rows);
+}
+
 }  // namespace dist_test

@@ -38,10 +38,7 @@ std::unique_ptr<ts::optim::Optimizer> make_optimizer(OptimizerKind kind, const s
   return std::make_unique<ts::optim::Adam>(params, ts::optim::AdamOptions{.lr = 1e-3});
 }
 
-ts::data::RowRange my_rows(int64_t global_rows) {
-  const auto& world = dist_test::world();
-  return ts::data::DistributedSampler{world->rank(), world->size()}.rows_of(global_rows);
-}
+using dist_test::my_rows;
 
 // One training step on `rows` of the global batch; returns the global loss.
 double train_step(mnist::Net& model, ts::optim::Optimizer& optimizer, const Data& data, int step,

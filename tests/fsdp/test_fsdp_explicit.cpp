@@ -10,6 +10,7 @@
 
 #include "../../examples/mnist_net.h"
 #include "../dist/dist_test_support.h"
+#include "mnist_batch.h"
 
 namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
@@ -20,20 +21,14 @@ namespace {
 
 constexpr int64_t kGlobalBatch = 12;
 
-struct Batch {
-  Tensor images, labels;
-};
+using fsdp_test::Batch;
 
-Batch make_batch(uint64_t seed) {
-  ts::Generator gen(seed);
-  return {ts::randn({kGlobalBatch, 1, 28, 28}, gen, {.dtype = DType::f64}), ts::randint(0, 10, {kGlobalBatch}, gen)};
-}
+Batch make_batch(uint64_t seed) { return fsdp_test::make_batch(seed, kGlobalBatch, DType::f64); }
 
 // This rank's rows of `batch`: forward, the loss summed over the global batch's rows
 // divided by `divisor`, backward. Returns the loss.
 double forward_backward(ts::nn::Module& model, const Batch& batch, double divisor) {
-  const auto& world = dist_test::world();
-  const ts::data::RowRange rows = ts::data::DistributedSampler{world->rank(), world->size()}.rows_of(kGlobalBatch);
+  const ts::data::RowRange rows = dist_test::my_rows(kGlobalBatch);
   Tensor output = model(batch.images.narrow(0, rows.begin, rows.size()));
   Tensor loss = ts::nll_loss(output, batch.labels.narrow(0, rows.begin, rows.size()), {.reduction = ts::Reduction::sum}) /
                 divisor;

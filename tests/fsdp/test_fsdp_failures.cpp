@@ -14,6 +14,7 @@
 
 #include "../../examples/mnist_net.h"
 #include "../dist/dist_test_support.h"
+#include "mnist_batch.h"
 
 namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
@@ -105,19 +106,11 @@ struct PartialModel : ts::nn::Module {
   Tensor forward(Tensor x) override { return last(ts::tanh(partial(ts::tanh(first(x))))); }
 };
 
-struct Batch {
-  Tensor images, labels;
-};
+using fsdp_test::Batch;
 
-Batch make_batch(uint64_t seed, int64_t rows) {
-  ts::Generator gen(seed);
-  return {ts::randn({rows, 1, 28, 28}, gen, {.dtype = DType::f64}), ts::randint(0, 10, {rows}, gen)};
-}
+Batch make_batch(uint64_t seed, int64_t rows) { return fsdp_test::make_batch(seed, rows, DType::f64); }
 
-ts::data::RowRange my_rows(int64_t global_rows) {
-  const auto& world = dist_test::world();
-  return ts::data::DistributedSampler{world->rank(), world->size()}.rows_of(global_rows);
-}
+using dist_test::my_rows;
 
 // PyTorch's usual step: the mean loss over this rank's rows (all rows for the plain model),
 // backward, SGD. Dropout is keyed by global row, so every split drops the same activations.

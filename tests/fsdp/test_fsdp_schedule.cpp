@@ -10,6 +10,7 @@
 
 #include "../../examples/mnist_net.h"
 #include "../dist/dist_test_support.h"
+#include "mnist_batch.h"
 
 namespace ts = tessera;
 namespace fsdp = tessera::fsdp;
@@ -20,19 +21,10 @@ namespace {
 
 constexpr int64_t kGlobalBatch = 12;
 
-struct Batch {
-  Tensor images, labels;
-};
+using fsdp_test::Batch;
+using fsdp_test::make_batch;
 
-Batch make_batch(uint64_t seed, int64_t rows, DType dtype = DType::f32) {
-  ts::Generator gen(seed);
-  return {ts::randn({rows, 1, 28, 28}, gen, {.dtype = dtype}), ts::randint(0, 10, {rows}, gen)};
-}
-
-ts::data::RowRange my_rows(int64_t global_rows) {
-  const auto& world = dist_test::world();
-  return ts::data::DistributedSampler{world->rank(), world->size()}.rows_of(global_rows);
-}
+using dist_test::my_rows;
 
 // Forward and backward on this rank's rows of `batch`, the summed loss divided by `divisor`.
 void forward_backward(ts::nn::Module& model, const Batch& batch, double divisor, uint64_t step) {
