@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "command_line.h"
+#include "main.h"
 #include "measure.h"
 #include "tessera/tessera.h"
 
@@ -62,7 +63,7 @@ Options parse(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   ts::set_num_threads(o.threads);
   ts::Generator gen(1);
@@ -91,3 +92,5 @@ int main(int argc, char** argv) {
               std::string(ts::to_string(ts::cpu_capability())).c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return example::main_reporting_errors("attention_bench", argc, argv, run); }

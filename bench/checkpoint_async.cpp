@@ -24,6 +24,7 @@
 #include <tessera/tessera.h>
 
 #include "command_line.h"
+#include "main.h"
 #include "measure.h"
 
 namespace ts = tessera;
@@ -137,7 +138,7 @@ Phase run_saves(Trainer& trainer, bool async, double median_step_s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   auto world = ts::dist::init(argc, argv);
   const Options o = parse(argc, argv);
   ts::set_num_threads(o.threads);
@@ -184,3 +185,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return example::main_reporting_errors("checkpoint_async", argc, argv, run); }

@@ -19,6 +19,7 @@
 #include <tessera/tessera.h>
 
 #include "command_line.h"
+#include "main.h"
 #include "measure.h"
 
 namespace ts = tessera;
@@ -64,7 +65,7 @@ Options parse(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   ts::set_num_threads(o.threads);
   ts::models::GPTConfig config = ts::models::GPTConfig::preset(o.preset);
@@ -127,3 +128,5 @@ int main(int argc, char** argv) {
               std::string(ts::to_string(ts::cpu_capability())).c_str(), profile.c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return example::main_reporting_errors("gpt2_train", argc, argv, run); }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "command_line.h"
+#include "main.h"
 #include "measure.h"
 #include "mnist_net.h"
 #include "tessera/dist/dist.h"
@@ -181,7 +182,7 @@ void profiled_step(mnist::Net& m, ts::optim::Optimizer& optimizer, const Batch& 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   Options options = parse(argc, argv);
   ts::set_num_threads(options.threads);
 
@@ -251,3 +252,5 @@ int main(int argc, char** argv) {
   std::printf("}\n");
   return 0;
 }
+
+int main(int argc, char** argv) { return example::main_reporting_errors("mnist_train", argc, argv, run); }

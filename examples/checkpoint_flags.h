@@ -1,13 +1,12 @@
 // The checkpoint flags the training examples share (--checkpoint-dir, --checkpoint-every,
-// --keep-checkpoints, --resume, --overwrite-checkpoints, --async-checkpoint): read and checked
-// in one place, and the CheckpointManager they ask for, which claims its folder before training.
+// --keep-checkpoints, --resume, --overwrite-checkpoints, --async-checkpoint): declared and
+// checked in one place, and the CheckpointManager they ask for, which claims its folder before
+// training.
 //
 //   example::CheckpointFlags checkpoints;                   // in the example's Options
-//   while (args.next()) {
-//     if (checkpoints.read(args)) continue;
-//     ...
-//   }
-//   checkpoints.check(args);
+//   checkpoints.declare(flags, "0: at the end only");       // what --checkpoint-every 0 means
+//   flags.parse(argc, argv);
+//   checkpoints.check(flags);
 //   auto manager = checkpoints.open(*world);                 // nullopt without --checkpoint-dir
 #pragma once
 
@@ -29,26 +28,35 @@ struct CheckpointFlags {
   bool overwrite = false; // --overwrite-checkpoints
   bool async = false;     // --async-checkpoint: training goes on while a checkpoint is written
 
-  // Takes the current flag when it is one of the six (and says so).
-  bool read(CommandLine& args) {
-    const std::string& flag = args.flag();
-    if (flag == "--checkpoint-dir") dir = args.value();
-    else if (flag == "--checkpoint-every") every = args.number<int64_t>();
-    else if (flag == "--keep-checkpoints") keep = args.number<int>();
-    else if (flag == "--resume") resume = true;
-    else if (flag == "--overwrite-checkpoints") overwrite = true;
-    else if (flag == "--async-checkpoint") async = true;
-    else return false;
-    return true;
+  // The six flags, into these fields; every_zero says what --checkpoint-every's default 0 does.
+  void declare(Flags& flags, const std::string& every_zero) {
+    flags.value("--checkpoint-dir", dir, "DIR",
+                "save sharded checkpoints under DIR (DIR/step-00000200, ...; DIR/latest names the newest); "
+                "each rank writes its own shard");
+    flags.value("--checkpoint-every", every, "N",
+                "save every N optimizer steps (counted across epochs), and at the end of training",
+                {.default_text = every_zero});
+    flags.value("--keep-checkpoints", keep, "K", "keep the newest K checkpoints; 0 keeps all");
+    flags.toggle("--resume", resume,
+                 "continue from DIR/latest (model, optimizer, learning rate schedule, data position, seed), "
+                 "at any number of ranks; when latest is missing or damaged, from the newest complete "
+                 "checkpoint, saying so; from scratch only when DIR holds no checkpoint");
+    flags.toggle("--overwrite-checkpoints", overwrite,
+                 "start a new run in a DIR holding another run's checkpoints, which its saves may then "
+                 "replace and prune (without it, or with --resume, such a DIR is refused before training)");
+    flags.toggle("--async-checkpoint", async,
+                 "write checkpoints in the background: a save copies the state to host memory and training "
+                 "goes on; latest moves once every rank's write is complete, and a failed write stops the "
+                 "run at the next step");
   }
 
   // Usage errors (status 2) for flags that need or contradict one another.
-  void check(const CommandLine& args) const {
-    if (resume && dir.empty()) args.error("--resume needs --checkpoint-dir");
+  void check(const Flags& flags) const {
+    if (resume && dir.empty()) flags.error("--resume needs --checkpoint-dir");
     if (overwrite && (dir.empty() || resume)) {
-      args.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
+      flags.error("--overwrite-checkpoints needs --checkpoint-dir, and contradicts --resume");
     }
-    if (async && dir.empty()) args.error("--async-checkpoint needs --checkpoint-dir");
+    if (async && dir.empty()) flags.error("--async-checkpoint needs --checkpoint-dir");
   }
 
   // Whether the step just finished is one --checkpoint-every saves after.

@@ -89,192 +89,133 @@ struct Options {
   std::optional<int64_t> memory_limit;  // bytes, on the training device
 };
 
-const char* kUsage = R"(usage: gpt2 [options]
+constexpr const char* kDescription =
+    "Trains a GPT-2 (Hugging Face's GPT2LMHeadModel layout) on GPT-2 tokens with FSDP, evaluates\n"
+    "it and samples from it. Run alone for one rank, or under mpirun for several.";
 
-Trains a GPT-2 (Hugging Face's GPT2LMHeadModel layout) on GPT-2 tokens with FSDP, evaluates
-it and samples from it. Run alone for one rank, or under mpirun for several.
+constexpr const char* kEpilogue =
+    "A resumed run continues exactly: at the same number of ranks its losses are the ones the\n"
+    "uninterrupted run would have printed, bit for bit. It keeps the checkpoint's --seed and\n"
+    "learning-rate schedule (--lr, --min-lr, --warmup-steps, --lr-schedule), saying so when this\n"
+    "run's differ, and trains to this run's --steps. A loss or gradient norm that is not finite\n"
+    "(or weights that are not, before a save) stops the run at that step, before it is reported\n"
+    "or saved; the checkpoints already written are kept. A model whose weights, gradients and\n"
+    "AdamW state cannot fit the memory limit or the machine is refused before anything is allocated.";
 
-data:
-  --data FILE             training tokens: llm.c's .bin (tessera-tokenize, scripts/get-text-corpus)
-                          or a .txt file, tokenized with --vocab [data/brown/train.bin]
-  --val-data FILE         validation tokens (.bin or .txt); none: no evaluation
-  --vocab DIR             GPT-2's encoder.json and vocab.bpe (scripts/get-gpt2-tokenizer), for
-                          .txt data, --prompt and printing samples [data/gpt2]
-  --data-order NAME       random (seeded windows, reshuffled each epoch) or sequential
-                          (llm.c's order) [random]
-model:
-  --preset NAME           gpt2 (124M), gpt2-medium (355M), gpt2-large (774M), gpt2-xl (1558M);
-                          the sizes below override it [none: 4 layers, 4 heads, 256, block 256]
-  --n-layer N --n-head N --n-embd N --block-size N
-  --vocab-size N          rows of the token embedding (nanoGPT pads GPT-2's to 50304) [50257]
-  --dropout P             dropout of embeddings, attention weights and residuals [0]
-  --dtype NAME            float32 or float64 [float32]
-                          A model whose weights, gradients and AdamW state cannot fit the
-                          memory limit or the machine is refused before anything is allocated.
-training:
-  --batch-size B          rows of the global batch, split over the ranks [16]
-  --seq-len T             tokens per row, at most the block size [the block size]
-  --steps N               optimizer steps [300]
-  --lr X                  peak learning rate [1e-3]
-  --min-lr X              the cosine schedule's final rate [lr / 10]
-  --warmup-steps N        linear warmup steps (nanoGPT's: lr (step + 1) / (N + 1)) [30]
-  --lr-schedule NAME      cosine (warmup, then cosine decay to --min-lr at --steps: nanoGPT's
-                          get_lr) or constant (warmup, then --lr) [cosine]
-  --beta1 X --beta2 X --eps X   AdamW's [0.9, 0.99, 1e-8]
-  --weight-decay X        AdamW's, on the 2-D weights only (nanoGPT's groups) [0.1]
-  --grad-clip X           clip the gradient norm to X; 0 = off (negative: refused) [1.0]
-  --seed N                initialisation, data order, dropout and sampling [1]
-  --threads N             CPU threads per rank [OpenMP default]
-evaluation and sampling:
-  --eval-interval N       evaluate every N steps (and after the last); 0 = after the last only [100]
-  --eval-batches N        validation batches per evaluation; 0 = the whole file [0]
-  --sample N              after training, generate N tokens from --prompt and print them [0]
-  --prompt TEXT           the prompt [none: <|endoftext|>]
-  --temperature X         sampling temperature; 0 = greedy, and a tiny one (1e-300) greedy
-                          among the tokens tied for the largest logit [0.8]
-  --top-k K               sample among the K most likely tokens; 0 = all [200]
-output:
-  --json                  one JSON object per line: a "train" object per step (step, loss,
-                          lr, step_ms, tokens_per_s, grad_norm), "eval" objects (val_loss),
-                          "sample", "checkpoint", a "memory" object per rank (where its bytes
-                          are) and a final "summary" (with peak_bytes and state_bytes)
-  --log-interval N        steps between text reports when stdout is not a terminal [10]
-weights and checkpoints:
-  --init FILE             start from these weights: Hugging Face's GPT-2 safetensors (the hub's
-                          model.safetensors, or GPT2LMHeadModel's state dict), any world size
-  --save FILE             save the trained weights as Hugging Face's from_pretrained reads them
-                          ("transformer." names, no lm_head, metadata format=pt)
-  --checkpoint-dir DIR    save sharded checkpoints under DIR (DIR/step-00000100, DIR/latest)
-  --checkpoint-every N    every N steps, and at the end [0: at the end only]
-  --keep-checkpoints K    keep the newest K [3; 0 keeps all]
-  --resume                continue from DIR/latest (model, optimizer, schedule, data position),
-                          at any number of ranks; when latest is missing or damaged, from the
-                          newest complete checkpoint, saying so; from scratch only when DIR
-                          holds no checkpoint
-  --overwrite-checkpoints start a new run in a DIR holding another run's checkpoints, which
-                          its saves may then replace and prune (without it, or --resume, such a
-                          DIR is refused before training)
-  --async-checkpoint      write checkpoints in the background (training goes on while they are
-                          written; latest moves once every rank's write is complete)
-  --allow-data-change     with --resume, continue at the saved position although --data is not
-                          the file the checkpoint was trained on (its token count and the
-                          CRC32C of its first tokens are recorded); without it, refused
-devices:
-  --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
-  --dist-backend NAME     nccl, world or auto, as the MNIST example [auto]
-  --mixed-precision NAME  off, or bf16: bfloat16 parameters and compute, float32 shards,
-                          optimizer state, reductions and logits (cuda) [off]
-  --tf32                  allow TF32 tensor cores in float32 matrix products (cuda)
-memory:
-  --activation-checkpointing  recompute every GPT2Block's activations in backward instead of
-                          keeping them (bit-identical results, less memory)
-  --memory-limit SIZE     refuse to hold more than SIZE on the device (e.g. 2.5GiB; as
-                          torch.cuda.set_per_process_memory_fraction): past it, an error naming
-                          the request, the bytes in use and FSDP's largest holders
-                          [TESSERA_MEMORY_LIMIT, else none]
-  --help                  show this help
+void declare_model_and_data_flags(example::Flags& flags, Options& o) {
+  flags.section("data:");
+  flags.value("--data", o.data, "FILE",
+              "training tokens: llm.c's .bin (tessera-tokenize, scripts/get-text-corpus) or a .txt file, "
+              "tokenized with --vocab");
+  flags.value("--val-data", o.val_data, "FILE", "validation tokens (.bin or .txt)", {.default_text = "none: no evaluation"});
+  flags.value("--vocab", o.vocab, "DIR",
+              "GPT-2's encoder.json and vocab.bpe (scripts/get-gpt2-tokenizer), for .txt data, --prompt and "
+              "printing samples");
+  flags.choice("--data-order", o.data_order, {"random", "sequential"},
+               "random (seeded windows, reshuffled each epoch) or sequential (llm.c's order)");
+  flags.section("model:");
+  flags.choice("--preset", o.preset, {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"},
+               "gpt2 (124M), gpt2-medium (355M), gpt2-large (774M), gpt2-xl (1558M); the sizes below override it",
+               {.default_text = "none: 4 layers, 4 heads, 256, block 256"});
+  flags.value("--n-layer", o.n_layer, "N", "transformer blocks");
+  flags.value("--n-head", o.n_head, "N", "attention heads");
+  flags.value("--n-embd", o.n_embd, "N", "embedding width");
+  flags.value("--block-size", o.block_size, "N", "the longest sequence (rows of the position embedding)");
+  flags.value("--vocab-size", o.vocab_size, "N", "rows of the token embedding (nanoGPT pads GPT-2's to 50304)",
+              {.default_text = "50257"});
+  flags.value("--dropout", o.dropout, "P", "dropout of embeddings, attention weights and residuals");
+  flags.choice("--dtype", o.dtype, {"float32", "float64"}, "the parameters' and computation's type");
+}
 
-A resumed run continues exactly: at the same number of ranks its losses are the ones the
-uninterrupted run would have printed, bit for bit. It keeps the checkpoint's --seed and
-learning-rate schedule (--lr, --min-lr, --warmup-steps, --lr-schedule), saying so when this
-run's differ, and trains to this run's --steps. A loss or gradient norm that is not finite
-(or weights that are not, before a save) stops the run at that step, before it is reported
-or saved; the checkpoints already written are kept.
-)";
+void declare_training_flags(example::Flags& flags, Options& o) {
+  flags.section("training:");
+  flags.value("--batch-size", o.batch_size, "B", "rows of the global batch, split over the ranks");
+  flags.value("--seq-len", o.seq_len, "T", "tokens per row, at most the block size", {.default_text = "the block size"});
+  flags.value("--steps", o.steps, "N", "optimizer steps");
+  flags.value("--lr", o.lr, "X", "peak learning rate");
+  flags.value("--min-lr", o.min_lr, "X", "the cosine schedule's final rate", {.default_text = "lr / 10"});
+  flags.value("--warmup-steps", o.warmup_steps, "N", "linear warmup steps (nanoGPT's: lr (step + 1) / (N + 1))");
+  flags.choice("--lr-schedule", o.lr_schedule, {"cosine", "constant"},
+               "cosine (warmup, then cosine decay to --min-lr at --steps: nanoGPT's get_lr) or constant (warmup, "
+               "then --lr)");
+  flags.value("--beta1", o.beta1, "X", "AdamW's beta1");
+  flags.value("--beta2", o.beta2, "X", "AdamW's beta2");
+  flags.value("--eps", o.eps, "X", "AdamW's eps");
+  flags.value("--weight-decay", o.weight_decay, "X", "AdamW's, on the 2-D weights only (nanoGPT's groups)");
+  flags.value("--grad-clip", o.grad_clip, "X", "clip the gradient norm to X; 0 = off (negative: refused)");
+  flags.value("--seed", o.seed, "N", "initialisation, data order, dropout and sampling");
+  flags.value("--threads", o.threads, "N", "CPU threads per rank", {.default_text = "OpenMP default"});
+  flags.section("evaluation and sampling:");
+  flags.value("--eval-interval", o.eval_interval, "N", "evaluate every N steps (and after the last); 0 = after the last only");
+  flags.value("--eval-batches", o.eval_batches, "N", "validation batches per evaluation; 0 = the whole file");
+  flags.value("--sample", o.sample, "N", "after training, generate N tokens from --prompt and print them");
+  flags.value("--prompt", o.prompt, "TEXT", "the prompt", {.default_text = "none: <|endoftext|>"});
+  flags.value("--temperature", o.temperature, "X",
+              "sampling temperature; 0 = greedy, and a tiny one (1e-300) greedy among the tokens tied for the "
+              "largest logit");
+  flags.value("--top-k", o.top_k, "K", "sample among the K most likely tokens; 0 = all");
+}
 
-// The flags as given (parse_options checks them).
-Options read_flags(example::CommandLine& args) {
-  Options o;
-  while (args.next()) {
-    const std::string& flag = args.flag();
-    if (flag == "--data") o.data = args.value();
-    else if (flag == "--val-data") o.val_data = args.value();
-    else if (flag == "--vocab") o.vocab = args.value();
-    else if (flag == "--data-order") o.data_order = args.value();
-    else if (flag == "--preset") o.preset = args.value();
-    else if (flag == "--n-layer") o.n_layer = args.number<int64_t>();
-    else if (flag == "--n-head") o.n_head = args.number<int64_t>();
-    else if (flag == "--n-embd") o.n_embd = args.number<int64_t>();
-    else if (flag == "--block-size") o.block_size = args.number<int64_t>();
-    else if (flag == "--vocab-size") o.vocab_size = args.number<int64_t>();
-    else if (flag == "--dropout") o.dropout = args.number<double>();
-    else if (flag == "--dtype") o.dtype = args.value();
-    else if (flag == "--batch-size") o.batch_size = args.number<int64_t>();
-    else if (flag == "--seq-len") o.seq_len = args.number<int64_t>();
-    else if (flag == "--steps") o.steps = args.number<int64_t>();
-    else if (flag == "--lr") o.lr = args.number<double>();
-    else if (flag == "--min-lr") o.min_lr = args.number<double>();
-    else if (flag == "--warmup-steps") o.warmup_steps = args.number<int64_t>();
-    else if (flag == "--lr-schedule") o.lr_schedule = args.value();
-    else if (flag == "--beta1") o.beta1 = args.number<double>();
-    else if (flag == "--beta2") o.beta2 = args.number<double>();
-    else if (flag == "--eps") o.eps = args.number<double>();
-    else if (flag == "--weight-decay") o.weight_decay = args.number<double>();
-    else if (flag == "--grad-clip") o.grad_clip = args.number<double>();
-    else if (flag == "--seed") o.seed = args.number<uint64_t>();
-    else if (flag == "--threads") o.threads = args.number<int>();
-    else if (flag == "--eval-interval") o.eval_interval = args.number<int64_t>();
-    else if (flag == "--eval-batches") o.eval_batches = args.number<int64_t>();
-    else if (flag == "--sample") o.sample = args.number<int64_t>();
-    else if (flag == "--prompt") o.prompt = args.value();
-    else if (flag == "--temperature") o.temperature = args.number<double>();
-    else if (flag == "--top-k") o.top_k = args.number<int64_t>();
-    else if (flag == "--log-interval") o.log_interval = args.number<int64_t>();
-    else if (flag == "--json") o.json = true;
-    else if (flag == "--init") o.init = args.value();
-    else if (flag == "--save") o.save = args.value();
-    else if (o.checkpoints.read(args)) continue;
-    else if (flag == "--allow-data-change") o.allow_data_change = true;
-    else if (flag == "--device") o.device = args.value();
-    else if (flag == "--dist-backend") o.dist_backend = args.value();
-    else if (flag == "--mixed-precision") o.mixed_precision = args.value();
-    else if (flag == "--tf32") o.tf32 = true;
-    else if (flag == "--activation-checkpointing") o.activation_checkpointing = true;
-    else if (flag == "--memory-limit") {
-      const std::string text = args.value();
-      try {
-        o.memory_limit = ts::parse_memory_size(text, "--memory-limit");
-      } catch (const ts::Error& e) {
-        args.error(e.what());
-      }
-    }
-    else args.unknown();
-  }
-  return o;
+void declare_output_and_device_flags(example::Flags& flags, Options& o) {
+  flags.section("output:");
+  flags.toggle("--json", o.json,
+               "one JSON object per line: a \"train\" object per step (step, loss, lr, step_ms, tokens_per_s, "
+               "grad_norm), \"eval\" objects (val_loss), \"sample\", \"checkpoint\", a \"memory\" object per rank "
+               "(where its bytes are) and a final \"summary\" (with peak_bytes and state_bytes)");
+  flags.value("--log-interval", o.log_interval, "N", "steps between text reports when stdout is not a terminal");
+  flags.section("weights and checkpoints:");
+  flags.value("--init", o.init, "FILE",
+              "start from these weights: Hugging Face's GPT-2 safetensors (the hub's model.safetensors, or "
+              "GPT2LMHeadModel's state dict), any world size");
+  flags.value("--save", o.save, "FILE",
+              "save the trained weights as Hugging Face's from_pretrained reads them (\"transformer.\" names, no "
+              "lm_head, metadata format=pt)");
+  o.checkpoints.declare(flags, "0: at the end only");
+  flags.toggle("--allow-data-change", o.allow_data_change,
+               "with --resume, continue at the saved position although --data is not the file the checkpoint was "
+               "trained on (its token count and the CRC32C of its first tokens are recorded); without it, refused");
+  flags.section("devices:");
+  flags.choice("--device", o.device, {"cpu", "cuda"}, "cpu or cuda (each rank takes the GPU of its local rank)");
+  flags.choice("--dist-backend", o.dist_backend, {"auto", "nccl", "world"},
+               "collectives for CUDA parameters, as the MNIST example's");
+  flags.choice("--mixed-precision", o.mixed_precision, {"off", "bf16"},
+               "off, or bf16: bfloat16 parameters and compute, float32 shards, optimizer state, reductions and "
+               "logits (cuda)");
+  flags.toggle("--tf32", o.tf32, "allow TF32 tensor cores in float32 matrix products (cuda)");
+  flags.section("memory:");
+  flags.toggle("--activation-checkpointing", o.activation_checkpointing,
+               "recompute every GPT2Block's activations in backward instead of keeping them (bit-identical "
+               "results, less memory)");
+  flags.custom("--memory-limit", "SIZE",
+               "refuse to hold more than SIZE on the device (e.g. 2.5GiB; as "
+               "torch.cuda.set_per_process_memory_fraction): past it, an error naming the request, the bytes in "
+               "use and FSDP's largest holders",
+               {.default_text = "TESSERA_MEMORY_LIMIT, else none"},
+               [&o](const std::string& text) { o.memory_limit = ts::parse_memory_size(text, "--memory-limit"); });
 }
 
 Options parse_options(int argc, char** argv) {
-  example::CommandLine args("gpt2", argc, argv, kUsage);
-  Options o = read_flags(args);
-  auto one_of = [&](const std::string& flag, const std::string& value, std::initializer_list<const char*> allowed) {
-    std::string names;
-    for (const char* name : allowed) {
-      if (value == name) return;
-      names += names.empty() ? name : std::string(", ") + name;
-    }
-    args.error(flag + " must be one of " + names + ", got '" + value + "'");
-  };
-  one_of("--data-order", o.data_order, {"random", "sequential"});
-  one_of("--dtype", o.dtype, {"float32", "float64"});
-  one_of("--lr-schedule", o.lr_schedule, {"cosine", "constant"});
-  one_of("--device", o.device, {"cpu", "cuda"});
-  one_of("--dist-backend", o.dist_backend, {"auto", "nccl", "world"});
-  one_of("--mixed-precision", o.mixed_precision, {"off", "bf16"});
-  if (!o.preset.empty()) one_of("--preset", o.preset, {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"});
-  if (o.batch_size < 1) args.error("--batch-size must be positive");
-  if (o.lr <= 0) args.error("--lr must be positive");
+  Options o;
+  example::Flags flags("gpt2", kDescription, kEpilogue);
+  declare_model_and_data_flags(flags, o);
+  declare_training_flags(flags, o);
+  declare_output_and_device_flags(flags, o);
+  flags.parse(argc, argv);
+
+  if (o.batch_size < 1) flags.error("--batch-size must be positive");
+  if (o.lr <= 0) flags.error("--lr must be positive");
   if (!o.min_lr) o.min_lr = o.lr / 10;
-  if (*o.min_lr > o.lr) args.error("--min-lr must not exceed --lr");
+  if (*o.min_lr > o.lr) flags.error("--min-lr must not exceed --lr");
   if (o.warmup_steps > o.steps && o.lr_schedule == "cosine") o.warmup_steps = o.steps;
-  if (o.dropout < 0 || o.dropout >= 1) args.error("--dropout must be in [0, 1)");
-  if (o.grad_clip < 0) args.error(ts::str("--grad-clip must be >= 0 (0 turns clipping off), got ", o.grad_clip));
-  if (o.temperature < 0) args.error(ts::str("--temperature must be >= 0 (0: greedy), got ", o.temperature));
-  if (o.allow_data_change && !o.checkpoints.resume) args.error("--allow-data-change needs --resume");
-  o.checkpoints.check(args);
+  if (o.dropout < 0 || o.dropout >= 1) flags.error("--dropout must be in [0, 1)");
+  if (o.grad_clip < 0) flags.error(ts::str("--grad-clip must be >= 0 (0 turns clipping off), got ", o.grad_clip));
+  if (o.temperature < 0) flags.error(ts::str("--temperature must be >= 0 (0: greedy), got ", o.temperature));
+  if (o.allow_data_change && !o.checkpoints.resume) flags.error("--allow-data-change needs --resume");
+  o.checkpoints.check(flags);
   if (o.device == "cpu" && o.mixed_precision != "off") {
-    args.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
+    flags.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
   }
-  if (o.mixed_precision != "off" && o.dtype != "float32") args.error("--mixed-precision bf16 needs --dtype float32");
+  if (o.mixed_precision != "off" && o.dtype != "float32") flags.error("--mixed-precision bf16 needs --dtype float32");
   if (o.log_interval < 1) o.log_interval = 1;
   return o;
 }
@@ -602,11 +543,10 @@ std::vector<int64_t> prompt_tokens(const Options& o, const std::optional<ts::tex
 }
 
 // Tokens per row: --seq-len, at most the block size (its default).
-int64_t sequence_length(const Options& o, const models::GPTConfig& config, int argc, char** argv) {
+int64_t sequence_length(const Options& o, const models::GPTConfig& config) {
   const int64_t seq_len = o.seq_len.value_or(config.block_size);
   if (seq_len < 1 || seq_len > config.block_size) {
-    example::CommandLine("gpt2", argc, argv, kUsage)
-        .error(ts::str("--seq-len must be in [1, block size ", config.block_size, "], got ", seq_len));
+    example::usage_error("gpt2", ts::str("--seq-len must be in [1, block size ", config.block_size, "], got ", seq_len));
   }
   return seq_len;
 }
@@ -686,14 +626,14 @@ void check_resumable(const json::Value& saved, const json::Object& ours, const s
 
 class Training {
  public:
-  Training(const Options& o, std::shared_ptr<ts::dist::ProcessGroup> world_in, int argc, char** argv)
+  Training(const Options& o, std::shared_ptr<ts::dist::ProcessGroup> world_in)
       : options(o),
         world(std::move(world_in)),
         report(options, world->rank() == 0),
         device(prepare_device(options, *world)),
         group(example::collective_group(options.dist_backend, world, device)),
         config(checked_config(options, device, *world)),
-        seq_len(sequence_length(options, config, argc, argv)),
+        seq_len(sequence_length(options, config)),
         tokenizer(load_tokenizer(options.vocab)),
         prompt(prompt_tokens(options, tokenizer)),
         scratch(world->rank()),
@@ -1026,7 +966,7 @@ int run(int argc, char** argv) {
   auto world = ts::dist::init(argc, argv);
   const Options options = parse_options(argc, argv);
   if (options.threads > 0) ts::set_num_threads(options.threads);
-  Training training(options, world, argc, argv);
+  Training training(options, world);
   if (options.checkpoints.resume) training.resume();
   training.train();
   training.finish();

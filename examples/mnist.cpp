@@ -60,97 +60,45 @@ struct Options {
   bool tf32 = false;
 };
 
-const char* kUsage = R"(usage: mnist [options]
-
-Trains PyTorch's MNIST example network (two convolutions, two linear layers, dropout)
-with FSDP. Run alone for one rank, or under mpirun for several.
-
-  --data DIR              folder with the MNIST IDX files (scripts/get-mnist) [data/mnist]
-  --epochs N              epochs to train [14]
-  --batch-size N          global training batch size [64]
-  --test-batch-size N     test batch size [1000]
-  --optimizer NAME        adadelta, sgd or adam [adadelta]
-  --lr X                  learning rate [1.0]
-  --momentum X            SGD momentum [0]
-  --gamma X               StepLR factor applied after every epoch [0.7]
-  --seed N                seed for initialisation, shuffling and dropout [1]
-  --threads N             CPU threads per rank [OpenMP default]
-  --init FILE             start from these weights (safetensors with PyTorch's names)
-  --save FILE             save the trained weights (safetensors with PyTorch's names)
-  --log-interval N        batches between progress reports [10]
-  --dry-run               run one training batch and one test batch, then stop
-  --json                  print one JSON object per line instead of text
-  --checkpoint-dir DIR    save sharded checkpoints under DIR (DIR/step-00000200, ...;
-                          DIR/latest names the newest); each rank writes its own shard
-  --checkpoint-every N    save every N training steps (optimizer steps, counted across
-                          epochs), and at the end of training [0: at the end of every epoch]
-  --keep-checkpoints K    keep the newest K checkpoints [3; 0 keeps all]
-  --resume                continue from DIR/latest (model, optimizer, learning rate schedule,
-                          step, epoch and batch, seed), at any number of ranks; when latest is
-                          missing or damaged, from the newest complete checkpoint, saying so;
-                          from scratch only when DIR holds no checkpoint
-  --overwrite-checkpoints start a new run in a DIR holding another run's checkpoints, which
-                          its saves may then replace and prune (without it, or --resume, such a
-                          DIR is refused)
-  --async-checkpoint      write checkpoints in the background: a save copies the state to host
-                          memory and training goes on; latest moves once every rank's write is
-                          complete, and a failed write stops the run at the next step
-  --device NAME           cpu or cuda (each rank takes the GPU of its local rank) [cpu]
-  --dist-backend NAME     collectives for CUDA parameters: nccl (one GPU per rank), world
-                          (the MPI world, staging through host memory: ranks may share a
-                          GPU), or auto (nccl when built with it and every rank on a host
-                          has a GPU of its own, else world) [auto]
-  --mixed-precision NAME  off, or bf16: bfloat16 parameters and compute in the layers,
-                          float32 shards, optimizer state and gradient reduction (cuda) [off]
-  --tf32                  allow TF32 tensor cores in float32 matrix products (cuda)
-  --help                  show this help
-
-A resumed run continues exactly: at the same number of ranks its losses are the ones the
-uninterrupted run would have printed, bit for bit. tessera-checkpoint (build/tools) prints
-what a checkpoint holds and converts it to one safetensors file with PyTorch's names.
-)";
-
 Options parse_options(int argc, char** argv) {
   Options o;
-  example::CommandLine args("mnist", argc, argv, kUsage);
-  while (args.next()) {
-    const std::string& flag = args.flag();
-    if (flag == "--data") o.data = args.value();
-    else if (flag == "--epochs") o.epochs = args.number<int64_t>();
-    else if (flag == "--batch-size") o.batch_size = args.number<int64_t>();
-    else if (flag == "--test-batch-size") o.test_batch_size = args.number<int64_t>();
-    else if (flag == "--lr") o.lr = args.number<double>();
-    else if (flag == "--optimizer") o.optimizer = args.value();
-    else if (flag == "--momentum") o.momentum = args.number<double>();
-    else if (flag == "--gamma") o.gamma = args.number<double>();
-    else if (flag == "--seed") o.seed = args.number<uint64_t>();
-    else if (flag == "--threads") o.threads = args.number<int>();
-    else if (flag == "--save") o.save = args.value();
-    else if (flag == "--init") o.init = args.value();
-    else if (flag == "--log-interval") o.log_interval = args.number<int64_t>();
-    else if (flag == "--dry-run") o.dry_run = true;
-    else if (flag == "--json") o.json = true;
-    else if (o.checkpoints.read(args)) continue;
-    else if (flag == "--device") o.device = args.value();
-    else if (flag == "--dist-backend") o.dist_backend = args.value();
-    else if (flag == "--mixed-precision") o.mixed_precision = args.value();
-    else if (flag == "--tf32") o.tf32 = true;
-    else args.unknown();
-  }
-  o.checkpoints.check(args);
-  if (o.batch_size < 1 || o.test_batch_size < 1) args.error("batch sizes must be positive");
-  if (o.optimizer != "adadelta" && o.optimizer != "sgd" && o.optimizer != "adam") {
-    args.error("--optimizer must be adadelta, sgd or adam, got '" + o.optimizer + "'");
-  }
-  if (o.device != "cpu" && o.device != "cuda") args.error("--device must be cpu or cuda, got '" + o.device + "'");
-  if (o.dist_backend != "auto" && o.dist_backend != "nccl" && o.dist_backend != "world") {
-    args.error("--dist-backend must be auto, nccl or world, got '" + o.dist_backend + "'");
-  }
-  if (o.mixed_precision != "off" && o.mixed_precision != "bf16") {
-    args.error("--mixed-precision must be off or bf16, got '" + o.mixed_precision + "'");
-  }
+  example::Flags flags("mnist",
+                       "Trains PyTorch's MNIST example network (two convolutions, two linear layers, dropout)\n"
+                       "with FSDP. Run alone for one rank, or under mpirun for several.",
+                       "A resumed run continues exactly: at the same number of ranks its losses are the ones the\n"
+                       "uninterrupted run would have printed, bit for bit. tessera-checkpoint (build/tools) prints\n"
+                       "what a checkpoint holds and converts it to one safetensors file with PyTorch's names.");
+  flags.value("--data", o.data, "DIR", "folder with the MNIST IDX files (scripts/get-mnist)");
+  flags.value("--epochs", o.epochs, "N", "epochs to train");
+  flags.value("--batch-size", o.batch_size, "N", "global training batch size");
+  flags.value("--test-batch-size", o.test_batch_size, "N", "test batch size");
+  flags.choice("--optimizer", o.optimizer, {"adadelta", "sgd", "adam"}, "the optimizer");
+  flags.value("--lr", o.lr, "X", "learning rate");
+  flags.value("--momentum", o.momentum, "X", "SGD momentum");
+  flags.value("--gamma", o.gamma, "X", "StepLR factor applied after every epoch");
+  flags.value("--seed", o.seed, "N", "seed for initialisation, shuffling and dropout");
+  flags.value("--threads", o.threads, "N", "CPU threads per rank", {.default_text = "OpenMP default"});
+  flags.value("--init", o.init, "FILE", "start from these weights (safetensors with PyTorch's names)");
+  flags.value("--save", o.save, "FILE", "save the trained weights (safetensors with PyTorch's names)");
+  flags.value("--log-interval", o.log_interval, "N", "batches between progress reports");
+  flags.toggle("--dry-run", o.dry_run, "run one training batch and one test batch, then stop");
+  flags.toggle("--json", o.json, "print one JSON object per line instead of text");
+  o.checkpoints.declare(flags, "0: at the end of every epoch");
+  flags.choice("--device", o.device, {"cpu", "cuda"}, "cpu or cuda (each rank takes the GPU of its local rank)");
+  flags.choice("--dist-backend", o.dist_backend, {"auto", "nccl", "world"},
+               "collectives for CUDA parameters: nccl (one GPU per rank), world (the MPI world, staging through "
+               "host memory: ranks may share a GPU), or auto (nccl when built with it and every rank on a host "
+               "has a GPU of its own, else world)");
+  flags.choice("--mixed-precision", o.mixed_precision, {"off", "bf16"},
+               "off, or bf16: bfloat16 parameters and compute in the layers, float32 shards, optimizer state "
+               "and gradient reduction (cuda)");
+  flags.toggle("--tf32", o.tf32, "allow TF32 tensor cores in float32 matrix products (cuda)");
+  flags.parse(argc, argv);
+
+  o.checkpoints.check(flags);
+  if (o.batch_size < 1 || o.test_batch_size < 1) flags.error("batch sizes must be positive");
   if (o.device == "cpu" && o.mixed_precision != "off") {
-    args.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
+    flags.error("--mixed-precision bf16 needs --device cuda (the CPU has no bfloat16 kernels)");
   }
   if (o.log_interval < 1) o.log_interval = 1;
   return o;

@@ -60,70 +60,47 @@ struct Options {
   bool json = false;
 };
 
-const char* kUsage = R"(usage: resnet18 [options]
-
-Trains torchvision's ResNet-18 on an image folder with FSDP (one unit per residual block).
-Run alone for one rank, or under mpirun for several.
-
-  --data DIR              folder with train/<class>/ and val/<class>/ images [data/images]
-                          (build/examples/make_image_folder DIR writes a synthetic one)
-  --epochs N              epochs to train [10]
-  --batch-size N          global training batch size [32]
-  --test-batch-size N     validation batch size [64]
-  --lr X                  SGD learning rate [0.1 x batch size / 256, as PyTorch's
-                          ImageNet recipe (0.1 at 256) scaled linearly]
-  --momentum X            SGD momentum [0.9]
-  --weight-decay X        SGD weight decay [1e-4]
-  --lr-step N             multiply the learning rate by 0.1 every N epochs [30]
-  --image-size N          training and validation crop size; images are first resized to
-                          8/7 of it (torchvision's 256 -> 224) [64]
-  --width N               channels of the first stage; 64 is ResNet-18, smaller is a
-                          narrower network of the same shape, for quick trials [64]
-  --seed N                seed for initialisation, shuffling and flips [1]
-  --threads N             CPU threads per rank [OpenMP default]
-  --decode-threads N      threads per rank decoding images [2]
-  --init FILE             start from these weights (safetensors, torchvision's names, e.g.
-                          from tools/torchvision_to_safetensors.py); a head (fc) for another
-                          number of classes is left at its initialisation
-  --save FILE             save the weights after every epoch (safetensors, torchvision's names)
-  --log-interval N        batches between progress reports [10]
-  --dry-run               run one training batch and one validation batch, then stop
-  --json                  print one JSON object per line instead of text
-  --help                  show this help
-)";
-
 // Losses summed over a rank's rows (divided by the global batch size where needed).
 const ts::CrossEntropyOptions kSummed{.weight = {}, .reduction = ts::Reduction::sum, .ignore_index = -100};
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  example::CommandLine args("resnet18", argc, argv, kUsage);
-  while (args.next()) {
-    const std::string& flag = args.flag();
-    if (flag == "--data") o.data = args.value();
-    else if (flag == "--epochs") o.epochs = args.number<int64_t>();
-    else if (flag == "--batch-size") o.batch_size = args.number<int64_t>();
-    else if (flag == "--test-batch-size") o.test_batch_size = args.number<int64_t>();
-    else if (flag == "--lr") o.lr = args.number<double>();
-    else if (flag == "--momentum") o.momentum = args.number<double>();
-    else if (flag == "--weight-decay") o.weight_decay = args.number<double>();
-    else if (flag == "--lr-step") o.lr_step = args.number<int64_t>();
-    else if (flag == "--image-size") o.image_size = args.number<int64_t>();
-    else if (flag == "--width") o.width = args.number<int64_t>();
-    else if (flag == "--seed") o.seed = args.number<uint64_t>();
-    else if (flag == "--threads") o.threads = args.number<int>();
-    else if (flag == "--decode-threads") o.decode_threads = args.number<int>();
-    else if (flag == "--save") o.save = args.value();
-    else if (flag == "--init") o.init = args.value();
-    else if (flag == "--log-interval") o.log_interval = args.number<int64_t>();
-    else if (flag == "--dry-run") o.dry_run = true;
-    else if (flag == "--json") o.json = true;
-    else args.unknown();
-  }
-  if (o.batch_size < 1 || o.test_batch_size < 1) args.error("batch sizes must be positive");
+  example::Flags flags("resnet18",
+                       "Trains torchvision's ResNet-18 on an image folder with FSDP (one unit per residual block).\n"
+                       "Run alone for one rank, or under mpirun for several.");
+  flags.value("--data", o.data, "DIR",
+              "folder with train/<class>/ and val/<class>/ images (build/examples/make_image_folder DIR writes a "
+              "synthetic one)");
+  flags.value("--epochs", o.epochs, "N", "epochs to train");
+  flags.value("--batch-size", o.batch_size, "N", "global training batch size");
+  flags.value("--test-batch-size", o.test_batch_size, "N", "validation batch size");
+  flags.value("--lr", o.lr, "X", "SGD learning rate",
+              {.default_text = "0.1 x batch size / 256, as PyTorch's ImageNet recipe (0.1 at 256) scaled linearly"});
+  flags.value("--momentum", o.momentum, "X", "SGD momentum");
+  flags.value("--weight-decay", o.weight_decay, "X", "SGD weight decay");
+  flags.value("--lr-step", o.lr_step, "N", "multiply the learning rate by 0.1 every N epochs");
+  flags.value("--image-size", o.image_size, "N",
+              "training and validation crop size; images are first resized to 8/7 of it (torchvision's 256 -> 224)");
+  flags.value("--width", o.width, "N",
+              "channels of the first stage; 64 is ResNet-18, smaller is a narrower network of the same shape, for "
+              "quick trials");
+  flags.value("--seed", o.seed, "N", "seed for initialisation, shuffling and flips");
+  flags.value("--threads", o.threads, "N", "CPU threads per rank", {.default_text = "OpenMP default"});
+  flags.value("--decode-threads", o.decode_threads, "N", "threads per rank decoding images");
+  flags.value("--init", o.init, "FILE",
+              "start from these weights (safetensors, torchvision's names, e.g. from "
+              "tools/torchvision_to_safetensors.py); a head (fc) for another number of classes is left at its "
+              "initialisation");
+  flags.value("--save", o.save, "FILE", "save the weights after every epoch (safetensors, torchvision's names)");
+  flags.value("--log-interval", o.log_interval, "N", "batches between progress reports");
+  flags.toggle("--dry-run", o.dry_run, "run one training batch and one validation batch, then stop");
+  flags.toggle("--json", o.json, "print one JSON object per line instead of text");
+  flags.parse(argc, argv);
+
+  if (o.batch_size < 1 || o.test_batch_size < 1) flags.error("batch sizes must be positive");
   // ResNet halves the image five times; below 32 pixels layer4 would have nothing left.
-  if (o.image_size < 32) args.error("--image-size must be at least 32, got " + std::to_string(o.image_size));
-  if (o.width < 1 || o.lr_step < 1 || o.decode_threads < 1) args.error("--width, --lr-step and --decode-threads must be positive");
+  if (o.image_size < 32) flags.error("--image-size must be at least 32, got " + std::to_string(o.image_size));
+  if (o.width < 1 || o.lr_step < 1 || o.decode_threads < 1) flags.error("--width, --lr-step and --decode-threads must be positive");
   if (o.log_interval < 1) o.log_interval = 1;
   if (o.lr == 0) o.lr = 0.1 * static_cast<double>(o.batch_size) / 256.0;
   return o;
@@ -252,8 +229,7 @@ int run(int argc, char** argv) {
   Reporter report(options, world->rank() == 0);
   if (options.batch_size < 2 * world->size()) {
     // Batch norm in training needs more than one value per channel, and layer4's plane can be 1x1.
-    example::CommandLine("resnet18", argc, argv, kUsage)
-        .error(ts::str("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
+    example::usage_error("resnet18", ts::str("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
                                   options.batch_size));
   }
 
