@@ -107,7 +107,8 @@ void declare_model_and_data_flags(example::Flags& flags, Options& o) {
   flags.value("--data", o.data, "FILE",
               "training tokens: llm.c's .bin (tessera-tokenize, scripts/get-text-corpus) or a .txt file, "
               "tokenized with --vocab");
-  flags.value("--val-data", o.val_data, "FILE", "validation tokens (.bin or .txt)", {.default_text = "none: no evaluation"});
+  flags.value("--val-data", o.val_data, "FILE", "validation tokens (.bin or .txt)",
+              {.default_text = "none: no evaluation"});
   flags.value("--vocab", o.vocab, "DIR",
               "GPT-2's encoder.json and vocab.bpe (scripts/get-gpt2-tokenizer), for .txt data, --prompt and "
               "printing samples");
@@ -130,7 +131,8 @@ void declare_model_and_data_flags(example::Flags& flags, Options& o) {
 void declare_training_flags(example::Flags& flags, Options& o) {
   flags.section("training:");
   flags.value("--batch-size", o.batch_size, "B", "rows of the global batch, split over the ranks");
-  flags.value("--seq-len", o.seq_len, "T", "tokens per row, at most the block size", {.default_text = "the block size"});
+  flags.value("--seq-len", o.seq_len, "T", "tokens per row, at most the block size",
+              {.default_text = "the block size"});
   flags.value("--steps", o.steps, "N", "optimizer steps");
   flags.value("--lr", o.lr, "X", "peak learning rate");
   flags.value("--min-lr", o.min_lr, "X", "the cosine schedule's final rate", {.default_text = "lr / 10"});
@@ -146,7 +148,8 @@ void declare_training_flags(example::Flags& flags, Options& o) {
   flags.value("--seed", o.seed, "N", "initialisation, data order, dropout and sampling");
   flags.value("--threads", o.threads, "N", "CPU threads per rank", {.default_text = "OpenMP default"});
   flags.section("evaluation and sampling:");
-  flags.value("--eval-interval", o.eval_interval, "N", "evaluate every N steps (and after the last); 0 = after the last only");
+  flags.value("--eval-interval", o.eval_interval, "N",
+              "evaluate every N steps (and after the last); 0 = after the last only");
   flags.value("--eval-batches", o.eval_batches, "N", "validation batches per evaluation; 0 = the whole file");
   flags.value("--sample", o.sample, "N", "after training, generate N tokens from --prompt and print them");
   flags.value("--prompt", o.prompt, "TEXT", "the prompt", {.default_text = "none: <|endoftext|>"});
@@ -546,7 +549,8 @@ std::vector<int64_t> prompt_tokens(const Options& o, const std::optional<ts::tex
 int64_t sequence_length(const Options& o, const models::GPTConfig& config) {
   const int64_t seq_len = o.seq_len.value_or(config.block_size);
   if (seq_len < 1 || seq_len > config.block_size) {
-    example::usage_error("gpt2", ts::str("--seq-len must be in [1, block size ", config.block_size, "], got ", seq_len));
+    example::usage_error("gpt2",
+                         ts::str("--seq-len must be in [1, block size ", config.block_size, "], got ", seq_len));
   }
   return seq_len;
 }

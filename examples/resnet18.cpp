@@ -229,8 +229,8 @@ int run(int argc, char** argv) {
   Reporter report(options, world->rank() == 0);
   if (options.batch_size < 2 * world->size()) {
     // Batch norm in training needs more than one value per channel, and layer4's plane can be 1x1.
-    example::usage_error("resnet18", ts::str("--batch-size must give each of the ", world->size(), " ranks at least 2 images, got ",
-                                  options.batch_size));
+    example::usage_error("resnet18", ts::str("--batch-size must give each of the ", world->size(),
+                                             " ranks at least 2 images, got ", options.batch_size));
   }
 
   const int64_t resize = options.image_size * 8 / 7;
