@@ -8,6 +8,7 @@
 #include "tessera/checkpoint/chunks.h"
 #include "tessera/checkpoint/collective.h"
 #include "tessera/checkpoint/load_into.h"
+#include "tessera/checkpoint/manifest_reader.h"
 #include "tessera/checkpoint/model_source.h"
 #include "tessera/dist/new_group.h"
 #include "tessera/tensor/native.h"

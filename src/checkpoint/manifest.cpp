@@ -1,12 +1,14 @@
 // The manifest: built from a live model, written as JSON, and read back with every field
 // validated (a checkpoint may be corrupt or hostile; nothing from it is trusted).
-#include "tessera/checkpoint/manifest.h"
+#include "tessera/checkpoint/manifest_reader.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "tessera/checkpoint/model_view.h"
 #include "tessera/io/crc32c.h"
@@ -453,77 +455,116 @@ json::Value to_json(const Manifest& manifest) {
   return object;
 }
 
+namespace {
+
+// Unit `where`'s parameter table: each name new to the checkpoint, shape and numel agreeing,
+// offsets in order without overlap, the last ending at the unit's flat_numel.
+std::vector<fsdp::FlatEntry> flat_entries_from_json(const json::Value& unit_json, const JsonReader& reader,
+                                                    const std::string& where, int64_t flat_numel,
+                                                    const json::Value& flat_numel_json,
+                                                    std::set<std::string>& tensor_names) {
+  std::vector<fsdp::FlatEntry> entries;
+  int64_t previous_end = 0;
+  for (const json::Value& entry_json : reader.array(reader.member(unit_json, "parameters", where), where)) {
+    fsdp::FlatEntry entry;
+    entry.name = name_from(reader.member(entry_json, "name", where), reader, where + " parameter name");
+    const std::string in = where + " parameter '" + entry.name + "'";
+    if (!tensor_names.insert(entry.name).second) reader.fail(entry_json, in, ": named twice in the checkpoint");
+    int64_t numel = 0;
+    entry.shape = shape_from(reader.member(entry_json, "shape", in), reader, in + " shape", &numel);
+    const json::Value& offset_json = reader.member(entry_json, "offset", in);
+    entry.offset = reader.integer(offset_json, in + " offset", 0, kMaxElements);
+    const json::Value& numel_json = reader.member(entry_json, "numel", in);
+    entry.numel = reader.integer(numel_json, in + " numel", 0, kMaxElements);
+    if (entry.numel != numel) {
+      reader.fail(numel_json, in, ": numel ", entry.numel, " but shape ", shape_str(entry.shape), " has ", numel,
+                  " elements");
+    }
+    if (entry.offset < previous_end) {
+      reader.fail(offset_json, in, ": offset ", entry.offset, " overlaps the previous parameter, which ends at ",
+                  previous_end);
+    }
+    if (entry.offset + entry.numel > flat_numel) {
+      reader.fail(offset_json, in, ": elements [", entry.offset, ", ", entry.offset + entry.numel,
+                  ") run past the unit's flat_numel ", flat_numel);
+    }
+    previous_end = entry.offset + entry.numel;
+    entries.push_back(std::move(entry));
+  }
+  if (previous_end != flat_numel) {
+    reader.fail(flat_numel_json, where, ": flat_numel ", flat_numel, " but the last parameter ends at ",
+                previous_end);
+  }
+  return entries;
+}
+
+// The names a checkpoint may hold only once.
+struct NamesSeen {
+  std::set<std::string> units, flat_parameters, tensors;  // tensors: parameters and buffers
+};
+
+// One unit's record; version 1 files also give the optimizer's scalars per unit (legacy_scalars).
+UnitRecord unit_from_json(const json::Value& unit_json, const JsonReader& reader, int64_t version, NamesSeen& seen,
+                          std::vector<StateDict>& legacy_scalars) {
+  UnitRecord unit;
+  unit.name = name_from(reader.member(unit_json, "name", "unit"), reader, "unit name");
+  const std::string where = "unit '" + unit.name + "'";
+  if (!seen.units.insert(unit.name).second) reader.fail(unit_json, where, ": named twice");
+  const json::Value& flat_json = reader.member(unit_json, "flat_parameter", where);
+  unit.flat_parameter = name_from(flat_json, reader, where + " flat_parameter");
+  if (!seen.flat_parameters.insert(unit.flat_parameter).second) {
+    reader.fail(flat_json, where, ": flat parameter '", unit.flat_parameter, "' appears twice");
+  }
+  unit.dtype = dtype_from(reader.member(unit_json, "dtype", where), reader, where + " dtype", true);
+  const json::Value& flat_numel_json = reader.member(unit_json, "flat_numel", where);
+  unit.flat_numel = reader.integer(flat_numel_json, where + " flat_numel", 0, kMaxElements);
+
+  unit.parameters = flat_entries_from_json(unit_json, reader, where, unit.flat_numel, flat_numel_json, seen.tensors);
+
+  const json::Value& state_json = reader.member(unit_json, "optimizer_state", where);
+  std::set<std::string> state_names;
+  for (const json::Value& name_json : reader.array(reader.member(state_json, "tensors", where), where)) {
+    const std::string& name = name_from(name_json, reader, where + " optimizer state");
+    if (name.find('/') != std::string::npos || !state_names.insert(name).second) {
+      reader.fail(name_json, where, ": optimizer state name \"", name, "\" is repeated or has a '/'");
+    }
+    unit.state_tensors.push_back(name);
+  }
+  if (version == 1) {
+    const json::Value& scalars_json = reader.member(state_json, "scalars", where);
+    legacy_scalars.push_back(scalars_from_json(scalars_json, reader, where + " optimizer scalars", state_names));
+  }
+  return unit;
+}
+
+std::pair<std::string, StateDict> scheduler_from_json(const json::Value& scheduler, const JsonReader& reader,
+                                                      int64_t version) {
+  std::string type = name_from(reader.member(scheduler, "type", "scheduler"), reader, "scheduler type");
+  const std::set<std::string> known{"StepLR", "LinearLR", "CosineAnnealingLR", "LambdaLR", "SequentialLR"};
+  if (!known.count(type) || (version == 1 && type != "StepLR")) {
+    reader.fail(scheduler, "scheduler: unknown type \"", type,
+                "\" (this version knows StepLR, LinearLR, CosineAnnealingLR, LambdaLR and SequentialLR)");
+  }
+  StateDict state = small_tensors_from_json(reader.member(scheduler, "state", "scheduler"), reader, "scheduler");
+  if (version == 1) state = step_lr_state_from_v1(state);
+  return {std::move(type), std::move(state)};
+}
+
+}  // namespace
+
 Manifest manifest_from_json(const json::Value& value, const JsonReader& reader, int64_t version) {
   Manifest manifest;
   std::vector<StateDict> legacy_scalars;  // version 1: the optimizer's scalars per unit
-  std::set<std::string> unit_names, flat_names, tensor_names;
+  NamesSeen seen;
   for (const json::Value& unit_json : reader.array(reader.member(value, "units", "manifest"), "units")) {
-    UnitRecord unit;
-    unit.name = name_from(reader.member(unit_json, "name", "unit"), reader, "unit name");
-    const std::string where = "unit '" + unit.name + "'";
-    if (!unit_names.insert(unit.name).second) reader.fail(unit_json, where, ": named twice");
-    const json::Value& flat_json = reader.member(unit_json, "flat_parameter", where);
-    unit.flat_parameter = name_from(flat_json, reader, where + " flat_parameter");
-    if (!flat_names.insert(unit.flat_parameter).second) {
-      reader.fail(flat_json, where, ": flat parameter '", unit.flat_parameter, "' appears twice");
-    }
-    unit.dtype = dtype_from(reader.member(unit_json, "dtype", where), reader, where + " dtype", true);
-    const json::Value& flat_numel_json = reader.member(unit_json, "flat_numel", where);
-    unit.flat_numel = reader.integer(flat_numel_json, where + " flat_numel", 0, kMaxElements);
-
-    int64_t previous_end = 0;
-    for (const json::Value& entry_json : reader.array(reader.member(unit_json, "parameters", where), where)) {
-      fsdp::FlatEntry entry;
-      entry.name = name_from(reader.member(entry_json, "name", where), reader, where + " parameter name");
-      const std::string in = where + " parameter '" + entry.name + "'";
-      if (!tensor_names.insert(entry.name).second) reader.fail(entry_json, in, ": named twice in the checkpoint");
-      int64_t numel = 0;
-      entry.shape = shape_from(reader.member(entry_json, "shape", in), reader, in + " shape", &numel);
-      const json::Value& offset_json = reader.member(entry_json, "offset", in);
-      entry.offset = reader.integer(offset_json, in + " offset", 0, kMaxElements);
-      const json::Value& numel_json = reader.member(entry_json, "numel", in);
-      entry.numel = reader.integer(numel_json, in + " numel", 0, kMaxElements);
-      if (entry.numel != numel) {
-        reader.fail(numel_json, in, ": numel ", entry.numel, " but shape ", shape_str(entry.shape), " has ", numel,
-                    " elements");
-      }
-      if (entry.offset < previous_end) {
-        reader.fail(offset_json, in, ": offset ", entry.offset, " overlaps the previous parameter, which ends at ",
-                    previous_end);
-      }
-      if (entry.offset + entry.numel > unit.flat_numel) {
-        reader.fail(offset_json, in, ": elements [", entry.offset, ", ", entry.offset + entry.numel,
-                    ") run past the unit's flat_numel ", unit.flat_numel);
-      }
-      previous_end = entry.offset + entry.numel;
-      unit.parameters.push_back(std::move(entry));
-    }
-    if (previous_end != unit.flat_numel) {
-      reader.fail(flat_numel_json, where, ": flat_numel ", unit.flat_numel, " but the last parameter ends at ",
-                  previous_end);
-    }
-
-    const json::Value& state_json = reader.member(unit_json, "optimizer_state", where);
-    std::set<std::string> state_names;
-    for (const json::Value& name_json : reader.array(reader.member(state_json, "tensors", where), where)) {
-      const std::string& name = name_from(name_json, reader, where + " optimizer state");
-      if (name.find('/') != std::string::npos || !state_names.insert(name).second) {
-        reader.fail(name_json, where, ": optimizer state name \"", name, "\" is repeated or has a '/'");
-      }
-      unit.state_tensors.push_back(name);
-    }
-    if (version == 1) {
-      const json::Value& scalars_json = reader.member(state_json, "scalars", where);
-      legacy_scalars.push_back(scalars_from_json(scalars_json, reader, where + " optimizer scalars", state_names));
-    }
-    manifest.units.push_back(std::move(unit));
+    manifest.units.push_back(unit_from_json(unit_json, reader, version, seen, legacy_scalars));
   }
 
   for (const json::Value& buffer_json : reader.array(reader.member(value, "buffers", "manifest"), "buffers")) {
     BufferRecord buffer;
     buffer.name = name_from(reader.member(buffer_json, "name", "buffer"), reader, "buffer name");
     const std::string where = "buffer '" + buffer.name + "'";
-    if (!tensor_names.insert(buffer.name).second) reader.fail(buffer_json, where, ": named twice in the checkpoint");
+    if (!seen.tensors.insert(buffer.name).second) reader.fail(buffer_json, where, ": named twice in the checkpoint");
     buffer.dtype = dtype_from(reader.member(buffer_json, "dtype", where), reader, where + " dtype", false);
     buffer.shape = shape_from(reader.member(buffer_json, "shape", where), reader, where + " shape", nullptr);
     manifest.buffers.push_back(std::move(buffer));
@@ -540,14 +581,7 @@ Manifest manifest_from_json(const json::Value& value, const JsonReader& reader, 
   }
   const json::Value& scheduler = reader.member(value, "scheduler", "manifest");
   if (!scheduler.is_null()) {
-    manifest.scheduler = name_from(reader.member(scheduler, "type", "scheduler"), reader, "scheduler type");
-    const std::set<std::string> known{"StepLR", "LinearLR", "CosineAnnealingLR", "LambdaLR", "SequentialLR"};
-    if (!known.count(manifest.scheduler) || (version == 1 && manifest.scheduler != "StepLR")) {
-      reader.fail(scheduler, "scheduler: unknown type \"", manifest.scheduler,
-                  "\" (this version knows StepLR, LinearLR, CosineAnnealingLR, LambdaLR and SequentialLR)");
-    }
-    manifest.scheduler_state = small_tensors_from_json(reader.member(scheduler, "state", "scheduler"), reader, "scheduler");
-    if (version == 1) manifest.scheduler_state = step_lr_state_from_v1(manifest.scheduler_state);
+    std::tie(manifest.scheduler, manifest.scheduler_state) = scheduler_from_json(scheduler, reader, version);
   }
   manifest.training = training_state_from_json(reader.member(value, "training", "manifest"), reader);
   if (const json::Value* finite = value.find("finite")) {

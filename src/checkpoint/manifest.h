@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "tessera/checkpoint/json_reader.h"
 #include "tessera/checkpoint/stateful.h"
 #include "tessera/checkpoint/training_state.h"
 #include "tessera/fsdp/flat_layout.h"
@@ -87,28 +86,19 @@ struct Manifest {
 // the model's flat shards nor its original parameters.
 Manifest describe(nn::Module& model, const Stateful& with, const TrainingState& training);
 
+// The manifest as JSON (read back, validated, by manifest_from_json: manifest_reader.h).
 io::json::Value to_json(const Manifest& manifest);
-// Validates everything (kinds, ranges, overlapping or oversized offsets, duplicate names,
-// optimizer parameters and state that the units hold); FormatError naming `reader.file()`
-// and the byte offset otherwise. `version` is the file's format version (1 or 2).
-Manifest manifest_from_json(const io::json::Value& value, const detail::JsonReader& reader,
-                            int64_t version = kFormatVersion);
 
 // Small tensors (hyper-parameters, scalar state) as JSON: a 0-d float64 as a number, a
 // 0-d int64 as an integer, a 1-D float64 as an array of numbers (non-finite values as the
 // strings "nan", "inf", "-inf"), anything else as {"dtype", "shape", "values"}. Exact:
 // doubles are written in their shortest round-trip form.
 io::json::Value small_tensors_to_json(const StateDict& tensors);
-StateDict small_tensors_from_json(const io::json::Value& value, const detail::JsonReader& reader,
-                                  std::string_view what);
 
 io::json::Value training_state_to_json(const TrainingState& state);
-TrainingState training_state_from_json(const io::json::Value& value, const detail::JsonReader& reader);
 
 // The JSON text of `value` with a "metadata_crc32c" member appended: the CRC32C of the
-// compact text without it. check_and_strip_crc verifies it (FormatError on mismatch or
-// absence) and returns the value without it.
+// compact text without it (check_and_strip_crc, manifest_reader.h, verifies it).
 std::string write_with_crc(io::json::Value value);
-io::json::Value check_and_strip_crc(io::json::Value value, const detail::JsonReader& reader);
 
 }  // namespace tessera::checkpoint

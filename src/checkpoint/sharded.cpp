@@ -16,6 +16,7 @@
 #include "tessera/checkpoint/collective.h"
 #include "tessera/checkpoint/errors.h"
 #include "tessera/checkpoint/load_into.h"
+#include "tessera/checkpoint/manifest_reader.h"
 #include "tessera/checkpoint/model_source.h"
 #include "tessera/checkpoint/output_folder.h"
 #include "tessera/checkpoint/output_folder_claim.h"

@@ -9,7 +9,7 @@
 
 #include "tessera/dist/new_group.h"
 #include "tessera/fsdp/state.h"
-#include "tessera/nn/checkpoint.h"
+#include "tessera/nn/activation_checkpoint.h"
 #include "tessera/nn/sharded_parameter.h"
 #include "tessera/tensor/native.h"
 

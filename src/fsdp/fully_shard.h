@@ -146,7 +146,7 @@ struct FullyShardOptions {
   MixedPrecision mixed_precision{};
   // Activation checkpointing (PyTorch's apply_activation_checkpointing): every module whose
   // type_name() is listed (e.g. {"Block"}) runs its forward without keeping activations and
-  // recomputes it in backward, gathered again for it (nn/checkpoint.h). Exact: losses and
+  // recomputes it in backward, gathered again for it (nn/activation_checkpoint.h). Exact: losses and
   // gradients are bit-identical with it on or off.
   std::vector<std::string> activation_checkpointing{};
   // CPU offload; unset: everything stays on the compute device.

@@ -4,7 +4,7 @@
 #include "tessera/autograd/engine.h"
 #include "tessera/autograd/grad_mode.h"
 #include "tessera/fsdp/state.h"
-#include "tessera/nn/checkpoint.h"
+#include "tessera/nn/activation_checkpoint.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera::fsdp::detail {

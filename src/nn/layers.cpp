@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "tessera/nn/batch_scope.h"
-#include "tessera/nn/checkpoint.h"
+#include "tessera/nn/activation_checkpoint.h"
 #include "tessera/nn/init.h"
 #include "tessera/tensor/factory.h"
 #include "tessera/tensor/philox.h"

@@ -4,7 +4,7 @@
 #include "tessera/nn/activation.h"
 #include "tessera/nn/attention.h"
 #include "tessera/nn/batch_scope.h"
-#include "tessera/nn/checkpoint.h"
+#include "tessera/nn/activation_checkpoint.h"
 #include "tessera/nn/clip_grad.h"
 #include "tessera/nn/containers.h"
 #include "tessera/nn/embedding.h"

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 
+#include "tessera/checkpoint/manifest_reader.h"
+
 using namespace checkpoint_test;
 using ts::testing::TempDir;
 

@@ -11,10 +11,13 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
 DESTDIR="$scratch/root" meson install -C "$build_dir" --no-rebuild --quiet
-# The internal headers stay out of the installed tree (the kernels', FSDP's units and state).
+# The internal headers stay out of the installed tree (the kernels', FSDP's units and state,
+# the checkpoint metadata's reader), and so does activation checkpointing's old name (now
+# nn/activation_checkpoint.h, so that it does not read like checkpoint/).
 include_root=$(dirname "$(find "$scratch/root" -name tessera.h -path '*/tessera/tessera.h' | head -n 1)")
 for internal in tensor/native.h tensor/kernel_shapes.h tensor/layer_kernel_shapes.h tensor/device_check.h \
-                tensor/device_kernels.inc tensor/cpu tensor/cuda fsdp/unit.h fsdp/state.h; do
+                tensor/device_kernels.inc tensor/cpu tensor/cuda fsdp/unit.h fsdp/state.h \
+                checkpoint/json_reader.h checkpoint/manifest_reader.h nn/checkpoint.h; do
   if [[ -e "$include_root/$internal" ]]; then
     echo "internal header installed: $include_root/$internal" >&2
     exit 1

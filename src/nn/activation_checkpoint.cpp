@@ -7,7 +7,7 @@
 // Dropout keys: each checkpointed call has a log; its first forward records every key any
 // Dropout inside takes, its recomputation replays them in order. Logs nest (a checkpoint
 // inside a checkpointed call records what the outer one replays).
-#include "tessera/nn/checkpoint.h"
+#include "tessera/nn/activation_checkpoint.h"
 
 #include <memory>
 #include <unordered_set>
