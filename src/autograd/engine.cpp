@@ -83,16 +83,10 @@ struct LaterFirst {
   }
 };
 
-}  // namespace
-
-void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph) {
-  TS_CHECK(roots.size() == grad_roots.size(), ValueError, "backward: ", roots.size(), " roots but ",
-           grad_roots.size(), " gradients");
-  GraphTask task;
-  TaskScope scope(&task);
-  NoGradGuard no_grad;  // backward closures compute plain gradients
-
-  std::unordered_map<Node*, TensorList> buffers;
+// Each root's gradient (given, or 1 for a one-element root) in its node's input buffer; the
+// roots' nodes, in the order given.
+std::vector<std::shared_ptr<Node>> seed_root_gradients(const TensorList& roots, const TensorList& grad_roots,
+                                                       std::unordered_map<Node*, TensorList>& buffers) {
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -112,6 +106,20 @@ void backward(const TensorList& roots, const TensorList& grad_roots, bool retain
     accumulate(buffer[edge.input_nr], std::move(grad));
     root_nodes.push_back(edge.node);
   }
+  return root_nodes;
+}
+
+}  // namespace
+
+void backward(const TensorList& roots, const TensorList& grad_roots, bool retain_graph) {
+  TS_CHECK(roots.size() == grad_roots.size(), ValueError, "backward: ", roots.size(), " roots but ",
+           grad_roots.size(), " gradients");
+  GraphTask task;
+  TaskScope scope(&task);
+  NoGradGuard no_grad;  // backward closures compute plain gradients
+
+  std::unordered_map<Node*, TensorList> buffers;
+  std::vector<std::shared_ptr<Node>> root_nodes = seed_root_gradients(roots, grad_roots, buffers);
 
   std::vector<Node*> root_pointers;
   for (auto& node : root_nodes) root_pointers.push_back(node.get());

@@ -144,6 +144,83 @@ class EntryParser {
   mutable std::string name_;
 };
 
+// The JSON header of the open file `fd` (file_size bytes), checked against the file's size and
+// the header limit; header_bytes is set to its length.
+json::Value read_header(int fd, const std::string& path, uint64_t file_size, uint64_t& header_bytes) {
+  auto read_exactly = [&](void* out, uint64_t count, uint64_t offset, const char* what) {
+    int64_t got = pread_full(fd, out, count, offset);
+    if (got < 0) throw IOError(detail::concat("cannot read '", path, "': ", os_error(static_cast<int>(-got))));
+    if (static_cast<uint64_t>(got) != count) {
+      format_error(path, offset + static_cast<uint64_t>(got), "", detail::concat("the file ends inside ", what));
+    }
+  };
+
+  if (file_size < length_field_bytes) {
+    format_error(path, 0, "", detail::concat("the file is ", file_size, " bytes, too short for the ",
+                                             length_field_bytes, "-byte header length"));
+  }
+  uint64_t header_length = 0;
+  read_exactly(&header_length, length_field_bytes, 0, "the header length");
+  if (header_length > max_header_bytes) {
+    format_error(path, 0, "", detail::concat("header length ", header_length, " exceeds the limit of ",
+                                             max_header_bytes, " bytes (a corrupt length?)"));
+  }
+  if (header_length > file_size - length_field_bytes) {
+    format_error(path, 0, "", detail::concat("header length ", header_length, " runs past the end of the file (",
+                                             file_size, " bytes; is it truncated?)"));
+  }
+  std::string text(header_length, '\0');
+  read_exactly(text.data(), header_length, length_field_bytes, "the header");
+  header_bytes = header_length;
+
+  json::Value header;
+  try {
+    header = json::parse(text, json::file_limits(text.size()));
+  } catch (const json::ParseError& e) {
+    format_error(path, length_field_bytes + e.offset(), "", "invalid JSON header: " + e.reason());
+  }
+  if (!header.is_object()) {
+    format_error(path, length_field_bytes, "", detail::concat("the header must be a JSON object, found ",
+                                                              json::kind_name(header.kind())));
+  }
+  return header;
+}
+
+// "__metadata__": an object of strings.
+void read_metadata(const json::Value& value, const std::string& path, Metadata& metadata) {
+  if (!value.is_object()) {
+    format_error(path, length_field_bytes + value.source_offset(), "", "__metadata__: expected an object of strings");
+  }
+  for (const auto& [key, text_value] : value.as_object()) {
+    if (!text_value.is_string()) {
+      format_error(path, length_field_bytes + text_value.source_offset(), "",
+                   detail::concat("__metadata__ \"", key, "\": expected a string, found ",
+                                  json::kind_name(text_value.kind())));
+    }
+    metadata.emplace(key, text_value.as_string());
+  }
+}
+
+// No two tensors may share bytes (empty ones share nothing).
+void check_no_overlap(const std::vector<TensorEntry>& entries, const std::string& path, uint64_t data_offset) {
+  std::vector<size_t> order(entries.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::pair(entries[a].data_begin, entries[a].data_end) < std::pair(entries[b].data_begin, entries[b].data_end);
+  });
+  const TensorEntry* previous = nullptr;
+  for (size_t i : order) {
+    const TensorEntry& entry = entries[i];
+    if (entry.nbytes() == 0) continue;
+    if (previous != nullptr && entry.data_begin < previous->data_end) {
+      format_error(path, data_offset + entry.data_begin, entry.name,
+                   detail::concat("data_offsets [", entry.data_begin, ", ", entry.data_end, "] overlap tensor '",
+                                  previous->name, "' at [", previous->data_begin, ", ", previous->data_end, "]"));
+    }
+    previous = &entry;
+  }
+}
+
 }  // namespace
 
 std::string_view safetensors_dtype_name(DType dtype) {
@@ -164,83 +241,21 @@ int64_t TensorEntry::numel() const { return shape_numel(shape); }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   FileDescriptor fd = open_regular_file(path, &file_size_);
-
-  auto read_exactly = [&](void* out, uint64_t count, uint64_t offset, const char* what) {
-    int64_t got = pread_full(fd.get(), out, count, offset);
-    if (got < 0) throw IOError(detail::concat("cannot read '", path, "': ", os_error(static_cast<int>(-got))));
-    if (static_cast<uint64_t>(got) != count) {
-      format_error(path, offset + static_cast<uint64_t>(got), "", detail::concat("the file ends inside ", what));
-    }
-  };
-
-  if (file_size_ < length_field_bytes) {
-    format_error(path, 0, "", detail::concat("the file is ", file_size_, " bytes, too short for the ",
-                                             length_field_bytes, "-byte header length"));
-  }
   uint64_t header_length = 0;
-  read_exactly(&header_length, length_field_bytes, 0, "the header length");
-  if (header_length > max_header_bytes) {
-    format_error(path, 0, "", detail::concat("header length ", header_length, " exceeds the limit of ",
-                                             max_header_bytes, " bytes (a corrupt length?)"));
-  }
-  if (header_length > file_size_ - length_field_bytes) {
-    format_error(path, 0, "", detail::concat("header length ", header_length, " runs past the end of the file (",
-                                             file_size_, " bytes; is it truncated?)"));
-  }
-  std::string text(header_length, '\0');
-  read_exactly(text.data(), header_length, length_field_bytes, "the header");
+  const json::Value header = read_header(fd.get(), path, file_size_, header_length);
   data_offset_ = length_field_bytes + header_length;
-
-  json::Value header;
-  try {
-    header = json::parse(text, json::file_limits(text.size()));
-  } catch (const json::ParseError& e) {
-    format_error(path, length_field_bytes + e.offset(), "", "invalid JSON header: " + e.reason());
-  }
-  if (!header.is_object()) {
-    format_error(path, length_field_bytes, "", detail::concat("the header must be a JSON object, found ",
-                                                              json::kind_name(header.kind())));
-  }
 
   EntryParser parser(path, length_field_bytes, file_size_ - data_offset_);
   for (const auto& [name, value] : header.as_object()) {
     if (name == "__metadata__") {
-      if (!value.is_object()) {
-        format_error(path, length_field_bytes + value.source_offset(), "",
-                     "__metadata__: expected an object of strings");
-      }
-      for (const auto& [key, text_value] : value.as_object()) {
-        if (!text_value.is_string()) {
-          format_error(path, length_field_bytes + text_value.source_offset(), "",
-                       detail::concat("__metadata__ \"", key, "\": expected a string, found ",
-                                      json::kind_name(text_value.kind())));
-        }
-        metadata_.emplace(key, text_value.as_string());
-      }
+      read_metadata(value, path, metadata_);
       continue;
     }
     // The JSON parser already refuses repeated keys, so names are unique here.
     index_.emplace(name, entries_.size());
     entries_.push_back(parser.parse(name, value));
   }
-
-  // No two tensors may share bytes (empty ones share nothing).
-  std::vector<size_t> order(entries_.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::pair(entries_[a].data_begin, entries_[a].data_end) < std::pair(entries_[b].data_begin, entries_[b].data_end);
-  });
-  const TensorEntry* previous = nullptr;
-  for (size_t i : order) {
-    const TensorEntry& entry = entries_[i];
-    if (entry.nbytes() == 0) continue;
-    if (previous != nullptr && entry.data_begin < previous->data_end) {
-      format_error(path, data_offset_ + entry.data_begin, entry.name,
-                   detail::concat("data_offsets [", entry.data_begin, ", ", entry.data_end, "] overlap tensor '",
-                                  previous->name, "' at [", previous->data_begin, ", ", previous->data_end, "]"));
-    }
-    previous = &entry;
-  }
+  check_no_overlap(entries_, path, data_offset_);
   fd_ = fd.release();
 }
 

@@ -62,90 +62,114 @@ struct Scratch {
   std::vector<Candidate> heap, deferred;
 };
 
+// One piece being merged. A token stays at the position of its first byte; the positions of
+// its other bytes are kJoined, and neighbours are found by skipping those (at most a token's
+// length of them). The heap holds candidate joins, lowest rank first.
+class PieceMerger {
+ public:
+  PieceMerger(const BytePairMerges& rules, std::vector<int32_t>& tokens, Scratch& scratch)
+      : rules_(rules),
+        tokens_(tokens),
+        n_(static_cast<int32_t>(tokens.size())),
+        heap_(scratch.heap),
+        deferred_(scratch.deferred),
+        // Stale candidates (a token since joined or changed) are dropped when they come off
+        // the heap; when they would grow it past 1.5 candidates a byte, the heap keeps only
+        // live ones (at most one per token), so it never holds more than that.
+        heap_limit_(static_cast<size_t>(n_) + static_cast<size_t>(n_) / 2 + 16) {
+    heap_.clear();
+    deferred_.clear();
+    heap_.reserve(heap_limit_);
+    for (int32_t i = 0; i + 1 < n_; ++i) {
+      if (auto rule = rules_.find(tokens_[i], tokens_[i + 1])) heap_.push_back(candidate(rule->rank, i));
+    }
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+
+  // Joins by rank until no rule applies, then drops the joined positions.
+  void run() {
+    while (!heap_.empty()) join_lowest_rank();
+    std::erase(tokens_, kJoined);
+  }
+
+ private:
+  // Every occurrence of the lowest rank, left to right. A join never makes a pair of its own
+  // rank (the token it makes is longer than either of its parts), so the pairs of this rank on
+  // the heap are all there will be.
+  void join_lowest_rank() {
+    rank_ = rank_of(heap_.front());
+    while (!heap_.empty() && rank_of(heap_.front()) == rank_) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      const int32_t left = left_of(heap_.back());
+      heap_.pop_back();
+      if (rank_at(left) != rank_) continue;  // stale: a token joined or changed since
+      const int32_t right = next_token(left);
+      tokens_[left] = rules_.find(tokens_[left], tokens_[right])->merged;
+      tokens_[right] = kJoined;
+      push_pair(previous_token(left));
+      push_pair(left);
+    }
+    for (Candidate c : deferred_) push(c);
+    deferred_.clear();
+  }
+
+  int32_t next_token(int32_t i) const {
+    do ++i;
+    while (i < n_ && tokens_[i] == kJoined);
+    return i < n_ ? i : -1;
+  }
+  int32_t previous_token(int32_t i) const {
+    do --i;
+    while (i >= 0 && tokens_[i] == kJoined);
+    return i;
+  }
+  // The rank of the pair at `left` now, or -1 when it has no rule.
+  int32_t rank_at(int32_t left) const {
+    if (left < 0 || tokens_[left] == kJoined) return -1;
+    const int32_t right = next_token(left);
+    if (right < 0) return -1;
+    const std::optional<MergeRule> rule = rules_.find(tokens_[left], tokens_[right]);
+    return rule ? rule->rank : -1;
+  }
+
+  void push_pair(int32_t left) {
+    const int32_t pair_rank = rank_at(left);
+    if (pair_rank < 0) return;
+    // A pair of lower rank made by a join waits until every occurrence of this rank is
+    // joined, as in GPT-2's bpe(), which joins one rank per pass over the word.
+    if (pair_rank < rank_) return deferred_.push_back(candidate(pair_rank, left));
+    push(candidate(pair_rank, left));
+  }
+  void push(Candidate c) {
+    if (heap_.size() >= heap_limit_) compact();
+    heap_.push_back(c);
+    std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  }
+  void compact() {
+    std::erase_if(heap_, [&](Candidate c) { return rank_at(left_of(c)) != rank_of(c); });
+    std::sort(heap_.begin(), heap_.end());
+    heap_.erase(std::unique(heap_.begin(), heap_.end()), heap_.end());  // ascending: already a heap
+  }
+
+  const BytePairMerges& rules_;
+  std::vector<int32_t>& tokens_;
+  const int32_t n_;
+  std::vector<Candidate>& heap_;
+  std::vector<Candidate>& deferred_;
+  const size_t heap_limit_;
+  int32_t rank_ = -1;  // the rank being joined
+};
+
 }  // namespace
 
 void BytePairMerges::merge(std::vector<int32_t>& tokens) const {
   TS_CHECK(tokens.size() < static_cast<size_t>(INT32_MAX), ValueError, "BytePairMerges::merge: a piece of ",
            tokens.size(), " bytes is longer than int32 positions can index");
-  const auto n = static_cast<int32_t>(tokens.size());
-  if (n < 2 || size_ == 0) return;
+  if (tokens.size() < 2 || size_ == 0) return;
   thread_local Scratch scratch;
-  auto& [heap, deferred] = scratch;
-  heap.clear();
-  deferred.clear();
-  // A token stays at the position of its first byte; the positions of its other bytes are
-  // kJoined. Neighbours are found by skipping those: at most a token's length of them.
-  auto next_token = [&](int32_t i) {
-    do ++i;
-    while (i < n && tokens[i] == kJoined);
-    return i < n ? i : -1;
-  };
-  auto previous_token = [&](int32_t i) {
-    do --i;
-    while (i >= 0 && tokens[i] == kJoined);
-    return i;
-  };
-  // The rank of the pair at `left` now, or -1 when it has no rule.
-  auto rank_at = [&](int32_t left) -> int32_t {
-    if (left < 0 || tokens[left] == kJoined) return -1;
-    const int32_t right = next_token(left);
-    if (right < 0) return -1;
-    const std::optional<MergeRule> rule = find(tokens[left], tokens[right]);
-    return rule ? rule->rank : -1;
-  };
-  // Stale candidates (a token since joined or changed) are dropped when they come off the
-  // heap; when they would grow it past 1.5 candidates a byte, the heap keeps only live ones
-  // (at most one per token), so it never holds more than that.
-  const size_t heap_limit = static_cast<size_t>(n) + static_cast<size_t>(n) / 2 + 16;
-  heap.reserve(heap_limit);
-  auto compact = [&] {
-    std::erase_if(heap, [&](Candidate c) { return rank_at(left_of(c)) != rank_of(c); });
-    std::sort(heap.begin(), heap.end());
-    heap.erase(std::unique(heap.begin(), heap.end()), heap.end());  // ascending: already a heap
-  };
-  for (int32_t i = 0; i + 1 < n; ++i) {
-    if (auto rule = find(tokens[i], tokens[i + 1])) heap.push_back(candidate(rule->rank, i));
-  }
-  std::make_heap(heap.begin(), heap.end(), std::greater<>());
-
-  int32_t rank = -1;  // the rank being joined
-  auto push_pair = [&](int32_t left) {
-    const int32_t pair_rank = rank_at(left);
-    if (pair_rank < 0) return;
-    // A pair of lower rank made by a join waits until every occurrence of this rank is
-    // joined, as in GPT-2's bpe(), which joins one rank per pass over the word.
-    if (pair_rank < rank) return deferred.push_back(candidate(pair_rank, left));
-    if (heap.size() >= heap_limit) compact();
-    heap.push_back(candidate(pair_rank, left));
-    std::push_heap(heap.begin(), heap.end(), std::greater<>());
-  };
-  while (!heap.empty()) {
-    // Every occurrence of the lowest rank, left to right. A join never makes a pair of its
-    // own rank (the token it makes is longer than either of its parts), so the pairs of this
-    // rank on the heap are all there will be.
-    rank = rank_of(heap.front());
-    while (!heap.empty() && rank_of(heap.front()) == rank) {
-      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
-      const int32_t left = left_of(heap.back());
-      heap.pop_back();
-      if (rank_at(left) != rank) continue;  // stale: a token joined or changed since
-      const int32_t right = next_token(left);
-      tokens[left] = find(tokens[left], tokens[right])->merged;
-      tokens[right] = kJoined;
-      push_pair(previous_token(left));
-      push_pair(left);
-    }
-    for (Candidate c : deferred) {
-      if (heap.size() >= heap_limit) compact();
-      heap.push_back(c);
-      std::push_heap(heap.begin(), heap.end(), std::greater<>());
-    }
-    deferred.clear();
-  }
-
-  std::erase(tokens, kJoined);
+  PieceMerger(*this, tokens, scratch).run();
   // A huge piece should not pin its scratch for the rest of the thread's life.
-  if (heap.capacity() > (1 << 16) || deferred.capacity() > (1 << 16)) scratch = Scratch{};
+  if (scratch.heap.capacity() > (1 << 16) || scratch.deferred.capacity() > (1 << 16)) scratch = Scratch{};
 }
 
 }  // namespace tessera::text
