@@ -149,14 +149,34 @@ void check_devices(nn::Module& root, const dist::ProcessGroup& group) {
   }
 }
 
-// FSDP2's reshard_after_forward, as the strategy it names.
-FullyShardOptions resolve_reshard_after_forward(FullyShardOptions options) {
-  if (!options.reshard_after_forward) return options;
-  if (*options.reshard_after_forward) {
-    TS_CHECK(options.strategy == ShardingStrategy::full_shard, ValueError,
-             "fully_shard: reshard_after_forward = true contradicts strategy ",
-             options.strategy == ShardingStrategy::no_shard ? "NO_SHARD" : "SHARD_GRAD_OP",
-             " (which keeps the parameters after forward); give one of the two");
+const char* strategy_name(ShardingStrategy strategy) {
+  switch (strategy) {
+    case ShardingStrategy::full_shard: return "FULL_SHARD";
+    case ShardingStrategy::shard_grad_op: return "SHARD_GRAD_OP";
+    case ShardingStrategy::no_shard: return "NO_SHARD";
+  }
+  return "?";
+}
+
+// FSDP2's reshard_after_forward, as the strategy it names: an int N that is 1 or the group's
+// size is false or true; any other divisor of the size stays an int (hpZ, the N-rank
+// post-forward group that fully_shard makes).
+FullyShardOptions resolve_reshard_after_forward(FullyShardOptions options, const dist::ProcessGroup& group) {
+  ReshardAfterForward& given = options.reshard_after_forward;
+  if (!given.is_set()) return options;
+  const std::string as_given = given.is_int() ? std::to_string(given.group_size()) : given.as_bool() ? "true" : "false";
+  if (given.is_int()) {
+    const int64_t n = given.group_size();
+    TS_CHECK(n >= 1 && n <= group.size() && group.size() % n == 0, ValueError, "fully_shard: reshard_after_forward = ",
+             n, " must divide the size of the group '", group.name(), "' (", group.size(),
+             " ranks): it is the size of the smaller group each unit is resharded to after forward");
+    if (n == 1 || n == group.size()) given = ReshardAfterForward(n == group.size());
+  }
+  const bool reshards = given.is_int() || given.as_bool();
+  if (reshards) {
+    TS_CHECK(options.strategy == ShardingStrategy::full_shard, ValueError, "fully_shard: reshard_after_forward = ",
+             as_given, " contradicts strategy ",
+             strategy_name(options.strategy), " (which keeps the parameters after forward); give one of the two");
   } else if (options.strategy == ShardingStrategy::full_shard) {
     options.strategy = ShardingStrategy::shard_grad_op;
   }
@@ -167,7 +187,7 @@ FullyShardOptions resolve_reshard_after_forward(FullyShardOptions options) {
 
 void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, const FullyShardOptions& given) {
   TS_CHECK(group != nullptr, ValueError, "fully_shard: no process group given");
-  const FullyShardOptions options = resolve_reshard_after_forward(given);
+  const FullyShardOptions options = resolve_reshard_after_forward(given, *group);
   for (nn::Module* module : root.modules()) {
     TS_CHECK(module->find_attachment<FsdpState>() == nullptr, ValueError, "fully_shard: ",
              module == &root ? std::string("this model") : "its submodule '" + module->path() + "'",
@@ -207,6 +227,15 @@ void fully_shard(nn::Module& root, std::shared_ptr<dist::ProcessGroup> group, co
     std::shared_ptr<dist::ProcessGroup> reductions = state->group().duplicate();
     for (auto& unit : state->units()) unit->set_reduction_group(*reductions);
     state->set_reduction_group(std::move(reductions));
+  }
+  if (options.reshard_after_forward.is_int()) {
+    // Consecutive ranks, as a DeviceMesh's shard groups: one node's when N is its ranks.
+    const int n = static_cast<int>(options.reshard_after_forward.group_size());
+    TS_CHECK(state->group().backend() != dist::Backend::nccl, ValueError, "fully_shard: reshard_after_forward = ", n,
+             " is built for MPI and single-process groups, not yet for the NCCL group '", state->group().name(), "'");
+    const int part = state->group().rank() / n;
+    state->set_post_forward_group(
+        state->group().split(part, tessera::detail::concat(state->group().name(), ".post_forward.", part)));
   }
   // Expose the shards and hide the original parameters from parameters().
   for (auto& unit : state->units()) {

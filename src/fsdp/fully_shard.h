@@ -120,15 +120,39 @@ struct CPUOffloadPolicy {
   bool pin_memory = true;
 };
 
+// FSDP2's reshard_after_forward: unset, a bool, or an int.
+//   true:  each unit's gathered parameters are freed after its forward and gathered again,
+//          over the whole group, for its backward (FULL_SHARD).
+//   false: they are kept from forward to backward, one all-gather a step (SHARD_GRAD_OP).
+//   N:     after its forward each unit keeps the 1/N of the gathered parameters that its
+//          rank holds in a group of N consecutive ranks (ZeRO++'s hpZ; within one node when
+//          N is the ranks per node), and its backward all-gathers over those N ranks only.
+//          N must divide the group's size; 1 means false and the group's size means true.
+class ReshardAfterForward {
+ public:
+  ReshardAfterForward() = default;  // unset: as the strategy says
+  // Implicit, as FSDP2's Union[bool, int]: `.reshard_after_forward = false` or `= 8`.
+  ReshardAfterForward(bool reshard) : set_(true), reshard_(reshard) {}
+  template <class Int>
+    requires(std::is_integral_v<Int> && !std::is_same_v<Int, bool>)
+  ReshardAfterForward(Int group_size) : set_(true), group_size_(static_cast<int64_t>(group_size)) {}
+  bool is_set() const { return set_; }
+  bool is_int() const { return set_ && group_size_ != 0; }
+  bool as_bool() const { return reshard_; }     // when set and not an int
+  int64_t group_size() const { return group_size_; }  // when an int
+
+ private:
+  bool set_ = false;
+  bool reshard_ = true;
+  int64_t group_size_ = 0;
+};
+
 struct FullyShardOptions {
   ShardingStrategy strategy = ShardingStrategy::full_shard;
-  // FSDP2's name for the same choice: true frees each unit's gathered parameters after its
-  // forward and gathers them again for its backward (FULL_SHARD); false keeps them from
-  // forward to backward, one all-gather a step instead of two (SHARD_GRAD_OP). Unset: as
-  // `strategy` says. A value that contradicts an explicit other strategy (true with
-  // SHARD_GRAD_OP or NO_SHARD) is a ValueError. (FSDP2's int form, resharding to a smaller
-  // group after forward, is not built.)
-  std::optional<bool> reshard_after_forward{};
+  // FSDP2's name for the choice after forward (above); unset: as `strategy` says. A value that
+  // contradicts an explicit other strategy (true or an int with SHARD_GRAD_OP or NO_SHARD)
+  // is a ValueError, and so is an int that does not divide the group's size.
+  ReshardAfterForward reshard_after_forward{};
   WrapPolicy wrap_policy{};
   // How gradients are combined across ranks. avg (the default, for a loss that is a mean
   // over the rank's rows, as in PyTorch): the mean over every rank's rows. When every rank's
@@ -376,6 +400,13 @@ struct MemoryReport {
   int replica = 0;                        // this rank's replica (its row of the mesh)
   int64_t replica_all_reduced_bytes = 0;  // bytes fed to them, cumulative
   int64_t replica_all_reduces = 0;
+  // reshard_after_forward = N (hpZ): the N-rank group the backward gathers over (1: none),
+  // the bytes the units keep between forward and backward (in unsharded_parameter_bytes
+  // too), and the gathers over it, cumulative (also counted in all_gathers and
+  // all_gathered_bytes, which then include both groups' gathers).
+  int post_forward_group_size = 1;
+  int64_t post_forward_shard_bytes = 0;
+  int64_t post_forward_all_gathered_bytes = 0, post_forward_all_gathers = 0;
   std::string str() const;            // a short printable report
 };
 MemoryReport memory_report(nn::Module& root);

@@ -1,6 +1,6 @@
 // What a sharded model holds, for the OutOfMemoryError of a memory limit (memory_limit.h):
-// each unit's parameter and gradient shards, its gathered parameters and its unsharded
-// gradient while they exist. The report only reads sizes; it may run on a collective's
+// each unit's parameter and gradient shards, its gathered parameters (and the part it keeps
+// after forward with reshard_after_forward = N) and its unsharded gradient while they exist. The report only reads sizes; it may run on a collective's
 // thread while the training thread changes them, so a figure can be a moment old.
 #include "tessera/fsdp/state.h"
 
@@ -19,6 +19,10 @@ void FsdpState::register_memory_holders() {
       const Tensor gradient = unit->shard().grad();
       if (shards_here && gradient.defined()) out.push_back({"gradient shard of " + name, gradient.numel() * element});
       if (unit->sharded() && unit->gathered_bytes() > 0) out.push_back({"gathered parameters of " + name, unit->gathered_bytes()});
+      if (unit->post_forward_shard_bytes() > 0) {
+        out.push_back({"parameters kept after forward (reshard_after_forward = N) of " + name,
+                       unit->post_forward_shard_bytes()});
+      }
       if (unit->unsharded_gradient_bytes() > 0) out.push_back({"unsharded gradient of " + name, unit->unsharded_gradient_bytes()});
     }
   });

@@ -40,6 +40,10 @@ MemoryReport memory_report(nn::Module& root) {
   }
   report.replica_all_reduced_bytes = c.replica_all_reduced_bytes;
   report.replica_all_reduces = c.replica_all_reduces;
+  if (const dist::ProcessGroup* post_forward = state.post_forward_group()) report.post_forward_group_size = post_forward->size();
+  report.post_forward_shard_bytes = c.post_forward_shard_bytes;
+  report.post_forward_all_gathered_bytes = c.post_forward_all_gathered_bytes;
+  report.post_forward_all_gathers = c.post_forward_all_gathers;
   return report;
 }
 
@@ -77,6 +81,10 @@ std::string MemoryReport::str() const {
   if (sharded_units) {
     out << "all-gathered " << mib(all_gathered_bytes) << " MiB in " << all_gathers << ", reduce-scattered "
         << mib(scattered_bytes) << " MiB in " << scatters;
+    if (post_forward_group_size > 1) {
+      out << " (of the all-gathers, " << post_forward_all_gathers << " of " << mib(post_forward_all_gathered_bytes)
+          << " MiB within " << post_forward_group_size << "-rank post-forward groups)";
+    }
   }
   if (all_reduces > 0) {
     out << (sharded_units ? ", " : "") << "all-reduced " << mib(all_reduced_bytes) << " MiB in " << all_reduces;

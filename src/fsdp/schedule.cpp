@@ -121,8 +121,9 @@ void FsdpState::pre_forward(Unit& unit, Tensor& input) {
 }
 
 void FsdpState::post_forward(Unit& unit, Tensor& output) {
-  // A recomputation's backward follows at once: the unit stays gathered for it.
-  if (options_.strategy == ShardingStrategy::full_shard && !nn::is_recomputing()) unit.reshard();
+  // A recomputation's backward follows at once: the unit stays gathered for it. With
+  // reshard_after_forward = N it keeps its part of its N-rank group (unit.h).
+  if (options_.strategy == ShardingStrategy::full_shard && !nn::is_recomputing()) unit.reshard_after_forward();
   cast_forward_output(output);
   if (output.defined() && output.requires_grad() && GradMode::is_enabled()) {
     output.register_hook([this, &unit](const Tensor&) {

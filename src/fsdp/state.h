@@ -46,6 +46,12 @@ class FsdpState final : public nn::ModuleAttachment {
   void register_memory_holders();
   // The group of the units' gradient reductions, when it is not group() (see fully_shard.cpp).
   void set_reduction_group(std::shared_ptr<dist::ProcessGroup> group) { reduction_group_ = std::move(group); }
+  // reshard_after_forward = N: the N-rank group each unit's backward gathers over (null: none).
+  void set_post_forward_group(std::shared_ptr<dist::ProcessGroup> group) {
+    post_forward_group_ = std::move(group);
+    for (auto& unit : units_) unit->set_post_forward_group(post_forward_group_.get());
+  }
+  const dist::ProcessGroup* post_forward_group() const { return post_forward_group_.get(); }
   void install_hooks();
 
   // Schedule steps. `input` is the model's (or, called directly, the unit's) forward input.
@@ -94,6 +100,7 @@ class FsdpState final : public nn::ModuleAttachment {
   nn::Module& root_;
   std::shared_ptr<dist::ProcessGroup> group_;
   std::shared_ptr<dist::ProcessGroup> reduction_group_;
+  std::shared_ptr<dist::ProcessGroup> post_forward_group_;
   std::shared_ptr<dist::DeviceMesh> mesh_;
   std::unique_ptr<MemoryHolderRegistration> memory_holders_;
   FullyShardOptions options_;

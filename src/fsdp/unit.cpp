@@ -192,6 +192,17 @@ void Unit::start_gather() {
   if (state_ != State::released) return;
   if (shard_is_full_) return borrow_shard();  // nothing to send, nothing to allocate
   allocate_full();
+  if (post_forward_shard_.defined()) {
+    // hpZ: the part kept after forward, gathered over its N ranks (it is freed once waited for).
+    in_context(context("all-gathering its parameters within its post-forward group"),
+               [&] { pending_gather_ = post_forward_group_->all_gather_into_async(full_, post_forward_shard_); });
+    counters_.all_gathered_bytes += padded_bytes();
+    ++counters_.all_gathers;
+    counters_.post_forward_all_gathered_bytes += padded_bytes();
+    ++counters_.post_forward_all_gathers;
+    state_ = State::gathering;
+    return;
+  }
   // Mixed precision gathers the shard cast to param_dtype (the cast copy lives in the Work).
   Tensor source = offload_ ? shard_on_device(true) : shard_.detach();
   if (mixed_precision()) source = native::to_dtype(source, param_dtype_);
@@ -214,6 +225,7 @@ void Unit::wait_gathered() {
     throw;
   }
   state_ = State::gathered;
+  drop_post_forward_shard();
 }
 
 void Unit::release_full() {
@@ -224,9 +236,30 @@ void Unit::release_full() {
 }
 
 void Unit::reshard() {
+  drop_post_forward_shard();
   if (!sharded_ || state_ == State::released) return;
   if (state_ == State::gathering) wait_gathered();
   release_full();
+}
+
+void Unit::reshard_after_forward() {
+  if (post_forward_group_ == nullptr || shard_is_full_) return reshard();
+  if (state_ == State::released) return;
+  if (state_ == State::gathering) wait_gathered();
+  NoGradGuard no_grad;
+  const int64_t part = layout_.padded_numel() / post_forward_group_->size();
+  post_forward_shard_ = native::clone(native::narrow(full_, 0, part * post_forward_group_->rank(), part));
+  counters_.post_forward_shard_bytes += static_cast<int64_t>(post_forward_shard_.nbytes());
+  counters_.add_parameter_bytes(static_cast<int64_t>(post_forward_shard_.nbytes()));
+  release_full();
+}
+
+void Unit::drop_post_forward_shard() {
+  if (!post_forward_shard_.defined()) return;
+  const auto bytes = static_cast<int64_t>(post_forward_shard_.nbytes());
+  post_forward_shard_ = Tensor();
+  counters_.post_forward_shard_bytes -= bytes;
+  counters_.add_parameter_bytes(-bytes);
 }
 
 void Unit::accumulate_gradient(size_t index, const Tensor& grad) {

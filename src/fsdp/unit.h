@@ -41,6 +41,9 @@ struct Counters {
   int64_t all_reduces = 0;
   int64_t replica_all_reduced_bytes = 0;  // hybrid sharding, across the replica group
   int64_t replica_all_reduces = 0;
+  int64_t post_forward_shard_bytes = 0;  // reshard_after_forward = N: kept between forward and backward
+  int64_t post_forward_all_gathered_bytes = 0;
+  int64_t post_forward_all_gathers = 0;
   void add_parameter_bytes(int64_t delta) {
     parameter_bytes += delta;
     update_peaks();
@@ -111,6 +114,11 @@ class Unit {
   // unit is released again: the next forward gathers anew.
   void wait_gathered();
   void reshard();        // releases the full buffer (kept when shard_is_full())
+  // reshard_after_forward = N (hpZ): after its forward the unit keeps the part of the full
+  // buffer that this rank holds in `group` (its N consecutive ranks) and releases the rest;
+  // its next gather is an all-gather over `group` from that part. Without a group, reshard().
+  void set_post_forward_group(dist::ProcessGroup* group) { post_forward_group_ = group; }
+  void reshard_after_forward();
 
   // Gradients: the unsharded gradient buffer collects each parameter's gradient.
   void accumulate_gradient(size_t index, const Tensor& grad);
@@ -136,6 +144,9 @@ class Unit {
   // becomes the shard's gradient.
   bool shard_is_full() const { return shard_is_full_; }
   int64_t unsharded_gradient_bytes() const { return full_gradient_.defined() ? gradient_bytes() : 0; }
+  int64_t post_forward_shard_bytes() const {
+    return post_forward_shard_.defined() ? static_cast<int64_t>(post_forward_shard_.nbytes()) : 0;
+  }
   // Reduce-scatters (NO_SHARD: all-reduces) the unsharded gradient into the shard's
   // gradient, adding to what is there, and frees it: start_reduction() issues the
   // collective, finish_reduction() waits for it and does the rest (nothing when none is
@@ -193,6 +204,7 @@ class Unit {
   void allocate_full();
   void borrow_shard();  // shard_is_full(): the parameters show the shard's own bytes
   void release_full();  // frees the gathered buffer, whatever its state
+  void drop_post_forward_shard();
   // "FSDP unit 'fc1' (fc1.weight [128, 9216], fc1.bias [128]), all-gathering its parameters
   // on rank 1: ", the start of an error from one of its collective steps.
   std::string context(std::string_view step) const;
@@ -234,6 +246,8 @@ class Unit {
   std::shared_ptr<dist::Work> pending_reduction_;
   Tensor reducing_into_;                   // the reduction's output, until finish_reduction()
   Tensor summoned_;                        // mixed precision's full-precision summon
+  dist::ProcessGroup* post_forward_group_ = nullptr;  // reshard_after_forward = N
+  Tensor post_forward_shard_;  // [padded / N] in param_dtype, from the forward until the next gather
   State state_ = State::released;
   int gradients_received_ = 0;
   bool gradient_buffer_is_this_backwards_ = false;  // full_gradient_ made since the last reset_gradient_count()

@@ -82,6 +82,84 @@ TEST_CASE("reshard_after_forward: false gathers each unit once a step (SHARD_GRA
                        ts::ValueError);
 }
 
+TEST_CASE("reshard_after_forward = N (hpZ): each unit keeps 1/N after forward and its backward gathers over N ranks, "
+          "bit for bit FULL_SHARD's") {
+  const int world = dist_test::world()->size();
+  // 4 ranks: groups of 2 (a real hpZ); 2 ranks: N = 2 is the group's size, FULL_SHARD; 1: N = 1 is false.
+  const int n = world >= 4 ? world / 2 : world;
+  const bool hpz = n > 1 && n < world;
+  const Batch batch = make_batch(3), next = make_batch(4);
+
+  mnist::Net model, reference;
+  make_model(model, {.reshard_after_forward = n});
+  make_model(reference, {.reshard_after_forward = true});
+  int64_t padded = 0;  // all units' padded flat buffers
+  for (const fsdp::UnitInfo& unit : fsdp::units(model)) padded += unit.layout.padded_numel() * 8;
+  const fsdp::MemoryReport start = fsdp::memory_report(model);
+  CHECK(start.post_forward_group_size == (hpz ? n : 1));
+
+  // After the forward, before the backward: only each unit's 1/N is held.
+  const ts::data::RowRange rows = dist_test::my_rows(kGlobalBatch);
+  auto loss_of = [&](mnist::Net& net, const Batch& b) {
+    return ts::nll_loss(net(b.images.narrow(0, rows.begin, rows.size())), b.labels.narrow(0, rows.begin, rows.size()),
+                        {.reduction = ts::Reduction::sum}) /
+           kGlobalBatch;
+  };
+  Tensor loss = loss_of(model, batch);
+  const fsdp::MemoryReport forward = fsdp::memory_report(model);
+  CHECK(forward.post_forward_shard_bytes == (hpz ? padded / n : 0));
+  CHECK(forward.unsharded_parameter_bytes == forward.post_forward_shard_bytes);
+  loss.backward();
+  const fsdp::MemoryReport backward = fsdp::memory_report(model);
+  CHECK(backward.post_forward_shard_bytes == 0);
+  CHECK(backward.unsharded_parameter_bytes == 0);
+  // One gather over the world in forward, one over the N-rank group in backward.
+  CHECK(backward.all_gathers - start.all_gathers == (world > 1 ? 2 * start.units : 0));
+  CHECK(backward.post_forward_all_gathers - start.post_forward_all_gathers == (hpz ? start.units : 0));
+  CHECK(backward.post_forward_all_gathered_bytes - start.post_forward_all_gathered_bytes == (hpz ? padded : 0));
+  MESSAGE("rank ", dist_test::world()->rank(), ": N = ", n, ", kept after forward ", forward.post_forward_shard_bytes,
+          " of ", padded, " B; gathered within the group ",
+          backward.post_forward_all_gathered_bytes - start.post_forward_all_gathered_bytes, " B");
+
+  // The same values gathered: FULL_SHARD's gradients, and after a step its next loss.
+  Tensor reference_loss = loss_of(reference, batch);
+  reference_loss.backward();
+  CHECK(same_bits(loss, reference_loss));
+  std::vector<Tensor> a = model.parameters(), b = reference.parameters();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(same_bits(a[i].grad(), b[i].grad()));
+  ts::optim::SGD sgd(a, {.lr = 0.05}), reference_sgd(b, {.lr = 0.05});
+  sgd.step();
+  reference_sgd.step();
+  CHECK(same_bits(loss_of(model, next), loss_of(reference, next)));
+
+  // A forward without a backward keeps the parts until fsdp::reshard frees them.
+  {
+    ts::NoGradGuard no_grad;
+    (void)loss_of(model, next);
+  }
+  CHECK(fsdp::memory_report(model).post_forward_shard_bytes == (hpz ? padded / n : 0));
+  fsdp::reshard(model);
+  CHECK(fsdp::memory_report(model).post_forward_shard_bytes == 0);
+  CHECK(fsdp::memory_report(model).unsharded_parameter_bytes == 0);
+
+  mnist::Net refused;
+  refused.to(DType::f64);
+  CHECK_THROWS_WITH_AS(fsdp::fully_shard(refused, dist_test::world(), {.reshard_after_forward = 3 * world}),
+                       doctest::Contains(("reshard_after_forward = " + std::to_string(3 * world) +
+                                          " must divide the size of the group").c_str()),
+                       ts::ValueError);
+  if (hpz) {
+    CHECK_THROWS_WITH_AS(fsdp::fully_shard(refused, dist_test::world(),
+                                           {.strategy = fsdp::ShardingStrategy::shard_grad_op,
+                                            .reshard_after_forward = n}),
+                         doctest::Contains(("reshard_after_forward = " + std::to_string(n) +
+                                            " contradicts strategy SHARD_GRAD_OP").c_str()),
+                         ts::ValueError);
+  }
+  CHECK_FALSE(fsdp::is_sharded(refused));
+}
+
 TEST_CASE("set_requires_gradient_sync(false) with set_reshard_after_backward(false): micro-batches send nothing, "
           "the last reduces the sum, bit for bit NoSyncScope's") {
   const bool sharded = dist_test::world()->size() > 1;
