@@ -86,10 +86,6 @@ class GatheredSource final : public FlatSource {
   std::unordered_map<std::string, Tensor> buffers_;
 };
 
-}  // namespace
-
-namespace {
-
 // The model's tensors of `source` under PyTorch's names: its parameters, unflattened from
 // the flat vectors, then its buffers (the full state dict, in the model's order).
 StateDict model_tensors(const FlatSource& source) {
