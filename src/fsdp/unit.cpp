@@ -236,9 +236,9 @@ void Unit::release_full() {
 }
 
 void Unit::reshard() {
+  if (sharded_ && state_ == State::gathering) wait_gathered();  // a pending gather may read the kept part
   drop_post_forward_shard();
   if (!sharded_ || state_ == State::released) return;
-  if (state_ == State::gathering) wait_gathered();
   release_full();
 }
 
