@@ -160,6 +160,30 @@ TEST_CASE("reshard_after_forward = N (hpZ): each unit keeps 1/N after forward an
   CHECK_FALSE(fsdp::is_sharded(refused));
 }
 
+TEST_CASE("reshard_after_forward = N with activation checkpointing: the recomputation gathers within the group, "
+          "bit for bit FULL_SHARD's") {
+  const int world = dist_test::world()->size();
+  const int n = world >= 4 ? world / 2 : world;
+  const bool hpz = n > 1 && n < world;
+  const Batch batch = make_batch(5);
+  // fc1 and fc2 run their first forward without recording the graph and again in backward.
+  mnist::Net model, reference;
+  make_model(model, {.reshard_after_forward = n, .activation_checkpointing = {"Linear"}});
+  make_model(reference, {.reshard_after_forward = true, .activation_checkpointing = {"Linear"}});
+  const fsdp::MemoryReport start = fsdp::memory_report(model);
+  const double loss = forward_backward(model, batch, kGlobalBatch);
+  const double reference_loss = forward_backward(reference, batch, kGlobalBatch);
+  const fsdp::MemoryReport after = fsdp::memory_report(model);
+  CHECK(std::memcmp(&loss, &reference_loss, sizeof(double)) == 0);
+  std::vector<Tensor> a = model.parameters(), b = reference.parameters();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(same_bits(a[i].grad(), b[i].grad()));
+  // Every unit's backward gather (the recomputation's, for fc1 and fc2) came from its kept part.
+  CHECK(after.post_forward_all_gathers - start.post_forward_all_gathers == (hpz ? start.units : 0));
+  CHECK(after.post_forward_shard_bytes == 0);
+  CHECK(after.unsharded_parameter_bytes == 0);
+}
+
 TEST_CASE("set_requires_gradient_sync(false) with set_reshard_after_backward(false): micro-batches send nothing, "
           "the last reduces the sum, bit for bit NoSyncScope's") {
   const bool sharded = dist_test::world()->size() > 1;
