@@ -21,6 +21,7 @@ MemoryReport memory_report(nn::Module& root) {
     int64_t used = std::max<int64_t>(0, std::min(range.end, layout.flat_numel()) - range.begin);
     report.padding_elements += range.size() - used;
     report.largest_unit_bytes = std::max(report.largest_unit_bytes, layout.padded_numel() * element_bytes);
+    report.post_forward_shard_bytes += unit->post_forward_shard_bytes();
   }
   const detail::Counters& c = state.counters();
   report.unsharded_parameter_bytes = c.parameter_bytes;
@@ -41,7 +42,6 @@ MemoryReport memory_report(nn::Module& root) {
   report.replica_all_reduced_bytes = c.replica_all_reduced_bytes;
   report.replica_all_reduces = c.replica_all_reduces;
   if (const dist::ProcessGroup* post_forward = state.post_forward_group()) report.post_forward_group_size = post_forward->size();
-  report.post_forward_shard_bytes = c.post_forward_shard_bytes;
   report.post_forward_all_gathered_bytes = c.post_forward_all_gathered_bytes;
   report.post_forward_all_gathers = c.post_forward_all_gathers;
   return report;

@@ -249,7 +249,6 @@ void Unit::reshard_after_forward() {
   NoGradGuard no_grad;
   const int64_t part = layout_.padded_numel() / post_forward_group_->size();
   post_forward_shard_ = native::clone(native::narrow(full_, 0, part * post_forward_group_->rank(), part));
-  counters_.post_forward_shard_bytes += static_cast<int64_t>(post_forward_shard_.nbytes());
   counters_.add_parameter_bytes(static_cast<int64_t>(post_forward_shard_.nbytes()));
   release_full();
 }
@@ -258,7 +257,6 @@ void Unit::drop_post_forward_shard() {
   if (!post_forward_shard_.defined()) return;
   const auto bytes = static_cast<int64_t>(post_forward_shard_.nbytes());
   post_forward_shard_ = Tensor();
-  counters_.post_forward_shard_bytes -= bytes;
   counters_.add_parameter_bytes(-bytes);
 }
 

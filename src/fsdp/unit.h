@@ -41,7 +41,6 @@ struct Counters {
   int64_t all_reduces = 0;
   int64_t replica_all_reduced_bytes = 0;  // hybrid sharding, across the replica group
   int64_t replica_all_reduces = 0;
-  int64_t post_forward_shard_bytes = 0;  // reshard_after_forward = N: kept between forward and backward
   int64_t post_forward_all_gathered_bytes = 0;
   int64_t post_forward_all_gathers = 0;
   void add_parameter_bytes(int64_t delta) {
