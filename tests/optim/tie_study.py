@@ -31,22 +31,11 @@ sys.path.insert(0, os.path.join(root, "bench"))
 import safetensors_torch  # noqa: E402
 import torch_cpu  # noqa: E402
 from torch_mnist_net import Net  # noqa: E402
+from make_float32_accuracy_golden import batch, make_model  # noqa: E402  (the golden's batches and model)
 
-STEPS, BATCH, LR, MOMENTUM = 36, 64, 0.05, 0.9
+STEPS, LR, MOMENTUM = 36, 0.05, 0.9
 NEAR = 1e-6  # a near tie: the two largest values of a window closer than this, relatively
 DATA = os.path.join(here, "data")
-
-
-def batch(images, labels, step, dtype):
-    rows = slice(step * BATCH, (step + 1) * BATCH)
-    return ((images[rows].float() / 255.0 - 0.1307) / 0.3081).to(dtype), labels[rows]
-
-
-def make_model(weights, dtype):
-    model = Net()
-    model.load_state_dict({k: v.float() for k, v in weights.items()})
-    model.to(dtype).eval()
-    return model
 
 
 def conv2_output(model, x):
