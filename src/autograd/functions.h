@@ -33,6 +33,21 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+// Each element limited to [min, max] (either bound may be left out, not both), as
+// torch.clamp: min > max gives max everywhere; NaN stays NaN. The gradient passes where
+// min <= x <= max, bounds included, as PyTorch's.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+Tensor clamp_min(const Tensor& x, double min);
+Tensor clamp_max(const Tensor& x, double max);
+// x * sigmoid(x), as F.silu (nn::SiLU).
+Tensor silu(const Tensor& x);
+// Float classes, as torch.isnan/isinf/isfinite: bool of x's shape (integers are always
+// finite). Never recorded.
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
 // cond (bool) ? a : b
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // Comparisons: bool tensors, not differentiable.
@@ -63,6 +78,18 @@ Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+// The minimum family, as torch.amin / torch.min(dim) / torch.argmin (ties: the gradient
+// shared evenly by amin, given to the first index by min, as in PyTorch).
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// Variance and standard deviation over dims (all when empty) with Bessel's correction by
+// default, as torch.var/std(dim, correction=1, keepdim): the sum of squared deviations
+// from the mean divided by max(0, N - correction).
+Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);
+// log(sum(exp(x))) over dims without overflow, as torch.logsumexp.
+Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 
 // Linear algebra.
@@ -75,6 +102,28 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 // stride defaults to kernel_size, as in PyTorch.
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                   Size2 padding = 0);
+
+// 1-D convolution of [N, C, L] (or unbatched [C, L]) by weight [out, C, k], as F.conv1d.
+struct Conv1dFuncOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+};
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Conv1dFuncOptions& options = {});
+// The mean of each kernel_size window of [N, C, H, W] (or [C, H, W]), as F.avg_pool2d;
+// stride defaults to kernel_size, padding counts as zeros unless count_include_pad is off.
+struct AvgPool2dOptions {
+  bool ceil_mode = false;  // true is not supported (throws)
+  bool count_include_pad = true;
+  std::optional<int64_t> divisor_override{};
+};
+Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
+                  Size2 padding = 0, const AvgPool2dOptions& options = {});
+// Normalises each sample's channels in num_groups groups over (channels of the group,
+// positions) with the biased variance, then scales and shifts per channel (weight and bias
+// [C], optional), as F.group_norm.
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
 
 // Averages each plane down to `output_size` (PyTorch's bins), as F.adaptive_avg_pool2d.
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
@@ -146,6 +195,23 @@ struct CrossEntropyOptions {
 };
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
 
+// Element-wise losses, as F.mse_loss, F.l1_loss, F.binary_cross_entropy and
+// F.binary_cross_entropy_with_logits. input and target share one shape (PyTorch would
+// broadcast them with a warning; here a mismatch is an error). binary_cross_entropy takes
+// probabilities in [0, 1] (checked) and clamps each log at -100, as PyTorch; weight
+// (optional) broadcasts to the input.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                            Reduction reduction = Reduction::mean);
+struct BinaryCrossEntropyWithLogitsOptions {
+  Tensor weight{};      // broadcasts to the input
+  Tensor pos_weight{};  // the positives' weight per class (broadcasts along the last dim)
+  Reduction reduction = Reduction::mean;
+};
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BinaryCrossEntropyWithLogitsOptions& options = {});
+
 // Dropout: in training, zeroes elements with probability p (keyed by position, see
 // DropoutKey) and scales the rest by 1 / (1 - p); the identity otherwise. Without a key,
 // each call in training draws one from the default generator (next_dropout_key), as
@@ -183,8 +249,16 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 // false is accepted, as PyTorch allows any order then). Differentiable in the values.
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                                 bool sorted = true);
+// x sorted along dim with the int64 indices that sort it, as torch.sort: always stable
+// (equal values keep their order; stable=false is accepted); NaN counts as the largest.
+// Differentiable in the values. argsort gives the indices alone.
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
 // Running sums along dim; integer and bool inputs give int64.
 Tensor cumsum(const Tensor& x, int64_t dim);
+// int64 class indices (any shape) as int64 one-hot rows [*x.shape, num_classes], as
+// F.one_hot; num_classes -1 takes one more than the largest index.
+Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
 // Category indices drawn from the rows of probs ([C] or [N, C], non-negative weights, not
 // necessarily normalised), as torch.multinomial: int64 [num_samples] or [N, num_samples].
 // The draws come from `generator`, or else the default generator (random.h); they are

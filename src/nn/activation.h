@@ -1,8 +1,9 @@
-// Activation layers of torch.nn beyond ReLU (layers.h): GELU, Softmax and LogSoftmax; and
-// Identity.
+// Activation layers of torch.nn beyond ReLU (layers.h): GELU, SiLU, Tanh, Sigmoid, Softmax
+// and LogSoftmax; and Identity.
 //
 //   ts::nn::GELU gelu;                                   // exact: x * Phi(x)
 //   ts::nn::GELU gelu_tanh(ts::GeluApproximate::tanh);   // or GELU("tanh"), as GPT-2 uses
+//   ts::nn::SiLU silu;                                   // x * sigmoid(x)
 //   ts::nn::Softmax softmax(-1);
 //   ts::nn::LogSoftmax log_softmax(1);
 //   ts::nn::Identity skip;                               // returns its input
@@ -26,6 +27,21 @@ class GELU : public Module {
 
  private:
   GeluApproximate approximate_;
+};
+
+class SiLU : public Module {
+ public:
+  Tensor forward(Tensor input) override { return silu(input); }
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(Tensor input) override { return tanh(input); }
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(Tensor input) override { return sigmoid(input); }
 };
 
 // The base of Softmax and LogSoftmax: a normalisation along one dim, printed "dim=N" as

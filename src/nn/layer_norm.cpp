@@ -39,4 +39,31 @@ std::string LayerNorm::extra_repr() const {
   return out.str();
 }
 
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, const GroupNormOptions& options)
+    : num_groups_(num_groups), num_channels_(num_channels), options_(options) {
+  TS_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, ValueError, "GroupNorm: ",
+           num_channels, " channels do not split into ", num_groups, " groups");
+  TS_CHECK(options.eps >= 0, ValueError, "GroupNorm: eps must be non-negative, got ", options.eps);
+  if (options.affine) {
+    weight = deferred_parameter({num_channels}, init::ones());
+    register_parameter("weight", weight);
+    bias = deferred_parameter({num_channels}, init::zeros());
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor GroupNorm::forward(Tensor input) {
+  TS_CHECK(input.defined() && input.dim() >= 2 && input.size(1) == num_channels_, ShapeError, "GroupNorm '", path(),
+           "': expected an input [N, ", num_channels_, ", ...], got ",
+           input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
+  return group_norm(input, num_groups_, weight, bias, options_.eps);
+}
+
+std::string GroupNorm::extra_repr() const {
+  std::ostringstream out;
+  out << num_groups_ << ", " << num_channels_ << ", eps=" << options_.eps
+      << ", affine=" << (options_.affine ? "True" : "False");
+  return out.str();
+}
+
 }  // namespace tessera::nn

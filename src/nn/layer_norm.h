@@ -37,4 +37,27 @@ class LayerNorm : public Module {
   LayerNormOptions options_;
 };
 
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;  // learnable per-channel weight (init 1) and bias (init 0)
+};
+
+// torch.nn.GroupNorm: each sample's channels in num_groups groups, each group normalised
+// over its channels and positions (ts::group_norm), then scaled and shifted per channel.
+//
+//   ts::nn::GroupNorm gn(8, 64);                             // x [N, 64, ...]
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, const GroupNormOptions& options = {});
+  Tensor forward(Tensor input) override;
+  std::string extra_repr() const override;
+
+  Tensor weight;  // [num_channels], undefined without affine
+  Tensor bias;    // [num_channels], undefined without affine
+
+ private:
+  int64_t num_groups_, num_channels_;
+  GroupNormOptions options_;
+};
+
 }  // namespace tessera::nn

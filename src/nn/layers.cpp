@@ -67,6 +67,34 @@ std::string Conv2d::extra_repr() const {
   return out.str();
 }
 
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv1dOptions& options)
+    : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size), options_(options) {
+  TS_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0, ValueError,
+           "Conv1d: channels and kernel size must be positive");
+  const int64_t fan_in = in_channels * kernel_size;
+  weight = deferred_parameter({out_channels, in_channels, kernel_size}, init::kaiming_uniform(fan_in));
+  register_parameter("weight", weight);
+  if (options.bias) {
+    bias = deferred_parameter({out_channels}, init::bias_uniform(fan_in));
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor Conv1d::forward(Tensor input) {
+  return conv1d(input, weight, bias,
+                {.stride = options_.stride, .padding = options_.padding, .dilation = options_.dilation});
+}
+
+std::string Conv1d::extra_repr() const {
+  std::ostringstream out;
+  out << in_channels_ << ", " << out_channels_ << ", kernel_size=(" << kernel_size_ << ",), stride=("
+      << options_.stride << ",)";
+  if (options_.padding != 0) out << ", padding=(" << options_.padding << ",)";
+  if (options_.dilation != 1) out << ", dilation=(" << options_.dilation << ",)";
+  if (!options_.bias) out << ", bias=False";
+  return out.str();
+}
+
 Dropout::Dropout(double p) : p_(p) {
   TS_CHECK(p >= 0 && p <= 1, ValueError, "Dropout: probability must be in [0, 1], got ", p);
 }
@@ -100,14 +128,29 @@ std::string MaxPool2d::extra_repr() const {
                         ", padding=", size2_as_given(padding_), ", dilation=1, ceil_mode=False");
 }
 
+AvgPool2d::AvgPool2d(Size2 kernel_size, const AvgPool2dModuleOptions& options)
+    : kernel_size_(kernel_size), stride_(options.stride.value_or(kernel_size)), options_(options) {}
+
+Tensor AvgPool2d::forward(Tensor input) {
+  return avg_pool2d(input, kernel_size_, stride_, options_.padding,
+                    {.count_include_pad = options_.count_include_pad, .divisor_override = options_.divisor_override});
+}
+
+std::string AvgPool2d::extra_repr() const {
+  return detail::concat("kernel_size=", size2_as_given(kernel_size_), ", stride=", size2_as_given(stride_),
+                        ", padding=", size2_as_given(options_.padding));
+}
+
 std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + size2_as_given(output_size_); }
 
-BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options)
-    : num_features_(num_features), options_(options) {
-  TS_CHECK(num_features > 0, ValueError, "BatchNorm2d: num_features must be positive, got ", num_features);
-  TS_CHECK(options.eps >= 0, ValueError, "BatchNorm2d: eps must be non-negative, got ", options.eps);
-  TS_CHECK(!options.momentum || (*options.momentum >= 0 && *options.momentum <= 1), ValueError,
-           "BatchNorm2d: momentum must be in [0, 1], got ", options.momentum.value_or(0));
+BatchNorm::BatchNorm(const char* layer, const char* input_shape, int64_t min_rank, int64_t max_rank,
+                     int64_t num_features, const BatchNormOptions& options)
+    : layer_(layer), input_shape_(input_shape), min_rank_(min_rank), max_rank_(max_rank),
+      num_features_(num_features), options_(options) {
+  TS_CHECK(num_features > 0, ValueError, layer, ": num_features must be positive, got ", num_features);
+  TS_CHECK(options.eps >= 0, ValueError, layer, ": eps must be non-negative, got ", options.eps);
+  TS_CHECK(!options.momentum || (*options.momentum >= 0 && *options.momentum <= 1), ValueError, layer,
+           ": momentum must be in [0, 1], got ", options.momentum.value_or(0));
   if (options.affine) {
     weight = deferred_parameter({num_features}, init::ones());
     register_parameter("weight", weight);
@@ -124,17 +167,18 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options)
   }
 }
 
-void BatchNorm2d::reset_running_stats() {
+void BatchNorm::reset_running_stats() {
   if (!options_.track_running_stats) return;
   running_mean.zero_();
   running_var.fill_(1.0);
   num_batches_tracked.zero_();
 }
 
-Tensor BatchNorm2d::forward(Tensor input) {
-  TS_CHECK(input.defined() && input.dim() == 4, ShapeError, "BatchNorm2d '", path(), "': expected a 4-D input [N, ",
-           num_features_, ", H, W], got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
-  TS_CHECK(input.size(1) == num_features_, ShapeError, "BatchNorm2d '", path(), "': expected ", num_features_,
+Tensor BatchNorm::forward(Tensor input) {
+  TS_CHECK(input.defined() && input.dim() >= min_rank_ && input.dim() <= max_rank_, ShapeError, layer_, " '", path(),
+           "': expected an input ", input_shape_, " with C = ", num_features_, ", got ",
+           input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
+  TS_CHECK(input.size(1) == num_features_, ShapeError, layer_, " '", path(), "': expected ", num_features_,
            " channels, got input of shape ", shape_str(input.sizes()));
   const bool tracking = options_.track_running_stats;
   // A checkpointed call's recomputation (checkpoint.h) normalises as its first forward did,
@@ -152,7 +196,7 @@ Tensor BatchNorm2d::forward(Tensor input) {
                     bias, use_batch_stats, factor, options_.eps);
 }
 
-std::string BatchNorm2d::extra_repr() const {
+std::string BatchNorm::extra_repr() const {
   std::ostringstream out;
   out << num_features_ << ", eps=" << options_.eps << ", momentum=";
   if (options_.momentum) {

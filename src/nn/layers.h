@@ -61,6 +61,31 @@ class Conv2d : public Module {
   Conv2dOptions options_;
 };
 
+struct Conv1dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  bool bias = true;
+};
+
+// 1-D convolution of [N, C, L] (or [C, L]): weight [out, in, k], bias [out], initialised
+// as PyTorch's Conv1d (kaiming_uniform with a = sqrt(5), fan_in = in * k).
+//
+//   ts::nn::Conv1d conv(16, 32, 3, {.padding = 1});
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv1dOptions& options = {});
+  Tensor forward(Tensor input) override;
+  std::string extra_repr() const override;
+
+  Tensor weight;
+  Tensor bias;
+
+ private:
+  int64_t in_channels_, out_channels_, kernel_size_;
+  Conv1dOptions options_;
+};
+
 class ReLU : public Module {
  public:
   Tensor forward(Tensor input) override { return relu(input); }
@@ -103,6 +128,26 @@ class MaxPool2d : public Module {
   Size2 padding_;
 };
 
+struct AvgPool2dModuleOptions {
+  std::optional<Size2> stride{};  // unset: kernel_size, as in PyTorch
+  Size2 padding = 0;
+  bool count_include_pad = true;
+  std::optional<int64_t> divisor_override{};
+};
+
+//   ts::nn::AvgPool2d pool(2);                       // 2x2 windows, stride 2
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Size2 kernel_size, const AvgPool2dModuleOptions& options = {});
+  Tensor forward(Tensor input) override;
+  std::string extra_repr() const override;
+
+ private:
+  Size2 kernel_size_;
+  Size2 stride_;
+  AvgPool2dModuleOptions options_;
+};
+
 // Averages each plane down to `output_size`, as torch.nn.AdaptiveAvgPool2d (ResNet's
 // global pool is AdaptiveAvgPool2d(1)).
 class AdaptiveAvgPool2d : public Module {
@@ -124,17 +169,14 @@ struct BatchNormOptions {
   bool track_running_stats = true;  // running_mean, running_var, num_batches_tracked buffers
 };
 
-// torch.nn.BatchNorm2d over [N, C, H, W]. Training normalises with the batch's mean and
-// biased variance and updates the running statistics (unbiased variance) and
-// num_batches_tracked; eval normalises with the running statistics. The buffers are part
-// of state_dict() under PyTorch's names; under FSDP they stay whole on every rank (only
-// parameters are sharded), each rank updating them from its own rows.
-//
-//   ts::nn::BatchNorm2d bn(64);
-//   ts::Tensor y = bn(x);             // x [N, 64, H, W]
-class BatchNorm2d : public Module {
+// Batch normalisation over the channels of [N, C, ...], as PyTorch's _BatchNorm: training
+// normalises with the batch's mean and biased variance and updates the running statistics
+// (unbiased variance) and num_batches_tracked; eval normalises with the running
+// statistics. The buffers are part of state_dict() under PyTorch's names; under FSDP they
+// stay whole on every rank (only parameters are sharded), each rank updating them from its
+// own rows. BatchNorm1d and BatchNorm2d differ only in the inputs they take.
+class BatchNorm : public Module {
  public:
-  explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {});
   Tensor forward(Tensor input) override;
   std::string extra_repr() const override;
   int64_t num_features() const { return num_features_; }
@@ -148,9 +190,38 @@ class BatchNorm2d : public Module {
   Tensor running_var;          // [C]
   Tensor num_batches_tracked;  // int64 scalar
 
+ protected:
+  // `layer` names the class in errors; `input_shape` says what it takes ("[N, C, H, W]"),
+  // of rank `min_rank` to `max_rank`.
+  BatchNorm(const char* layer, const char* input_shape, int64_t min_rank, int64_t max_rank, int64_t num_features,
+            const BatchNormOptions& options);
+
  private:
+  const char* layer_;
+  const char* input_shape_;
+  int64_t min_rank_, max_rank_;
   int64_t num_features_;
   BatchNormOptions options_;
+};
+
+// torch.nn.BatchNorm1d over [N, C] or [N, C, L] (statistics per channel over N and L).
+//
+//   ts::nn::BatchNorm1d bn(128);
+//   ts::Tensor y = bn(x);             // x [N, 128] or [N, 128, L]
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, const BatchNormOptions& options = {})
+      : BatchNorm("BatchNorm1d", "[N, C] or [N, C, L]", 2, 3, num_features, options) {}
+};
+
+// torch.nn.BatchNorm2d over [N, C, H, W].
+//
+//   ts::nn::BatchNorm2d bn(64);
+//   ts::Tensor y = bn(x);             // x [N, 64, H, W]
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {})
+      : BatchNorm("BatchNorm2d", "[N, C, H, W]", 4, 4, num_features, options) {}
 };
 
 class Flatten : public Module {

@@ -17,6 +17,8 @@ const char* op_name(UnaryOp op) {
     case UnaryOp::tanh: return "tanh";
     case UnaryOp::sign: return "sign";
     case UnaryOp::reciprocal: return "reciprocal";
+    case UnaryOp::sin: return "sin";
+    case UnaryOp::cos: return "cos";
   }
   return "unary";
 }

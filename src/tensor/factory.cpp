@@ -1,5 +1,6 @@
 #include "tessera/tensor/factory.h"
 
+#include "tessera/tensor/error.h"
 #include "tessera/tensor/native.h"
 
 namespace tessera {
@@ -30,6 +31,22 @@ Tensor full_like(const Tensor& like, double value) {
 Tensor arange(double end, const TensorOptions& o) { return arange(0, end, 1, o); }
 Tensor arange(double start, double end, double step, const TensorOptions& o) {
   return finish(native::arange(start, end, step, o.dtype, o.device), o);
+}
+
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
+  return finish(native::linspace(start, end, steps, o.dtype, o.device), o);
+}
+
+Tensor randperm(int64_t n, Generator& generator, const TensorOptions& o) {
+  TS_CHECK(n >= 0, ValueError, "randperm: n must be non-negative, got ", n);
+  TS_CHECK(o.dtype != DType::boolean, DTypeError,
+           "randperm: expected a numeric dtype, got bool");
+  // The order of n uniform doubles (ties, at 2^-53 apart, fall back to index order): every
+  // permutation equally likely, counter-based like every draw here.
+  Tensor keys = native::empty({n}, DType::f64, Device::cpu());
+  native::uniform_(keys, 0.0, 1.0, generator.seed(), generator.stream(), generator.advance(n));
+  Tensor order = std::get<1>(native::topk(keys, n, 0, /*largest=*/false));
+  return finish(native::to_device(native::to_dtype(order, o.dtype), o.device), o);
 }
 
 Tensor rand(const Shape& shape, Generator& generator, const TensorOptions& o) {
@@ -65,6 +82,12 @@ Tensor randn(const Shape& shape, const TensorOptions& o) {
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& o) {
   Tensor t;
   with_default_generator([&](Generator& generator) { t = randint(low, high, shape, generator, o); });
+  return t;
+}
+
+Tensor randperm(int64_t n, const TensorOptions& o) {
+  Tensor t;
+  with_default_generator([&](Generator& generator) { t = randperm(n, generator, o); });
   return t;
 }
 

@@ -27,6 +27,14 @@ Tensor full_like(const Tensor& like, double value);
 Tensor arange(double end, const TensorOptions& options = {.dtype = DType::i64});
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = {.dtype = DType::i64});
 
+// `steps` values from start to end inclusive, evenly spaced, as torch.linspace (f32 unless
+// given; the same formula as ATen's CPU kernel, so the same bits).
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options = {});
+// A random permutation of 0..n-1, as torch.randperm (int64 unless given). Drawn from the
+// generator like every random op here, so it differs from PyTorch's for the same seed.
+Tensor randperm(int64_t n, Generator& generator, const TensorOptions& options = {.dtype = DType::i64});
+Tensor randperm(int64_t n, const TensorOptions& options = {.dtype = DType::i64});
+
 // Uniform in [0, 1), standard normal, and integers in [low, high), from `generator` or
 // else the default generator. The *_like forms take `like`'s shape, dtype and device.
 Tensor rand(const Shape& shape, Generator& generator, const TensorOptions& options = {});

@@ -29,6 +29,7 @@ Tensor empty_pinned(const Shape& shape, DType dtype);  // host memory from pinne
 Tensor zeros(const Shape& shape, DType dtype, Device device);
 Tensor full(const Shape& shape, double value, DType dtype, Device device);
 Tensor arange(double start, double end, double step, DType dtype, Device device);
+Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device);
 void uniform_(Tensor& self, double low, double high, uint64_t seed, uint64_t stream, uint64_t first);
 void normal_(Tensor& self, double mean, double std, uint64_t seed, uint64_t stream, uint64_t first);
 void randint_(Tensor& self, int64_t low, int64_t high, uint64_t seed, uint64_t stream, uint64_t first);
@@ -60,7 +61,7 @@ Tensor pin_memory(const Tensor& self);  // a pinned copy (self when already pinn
 
 // Element-wise ops with NumPy broadcasting. Comparisons and the logical ops give bool (the
 // logical ops read any dtype as "nonzero"); arithmetic is not defined on bool.
-enum class UnaryOp { neg, abs, exp, log, sqrt, relu, sigmoid, tanh, sign, reciprocal };
+enum class UnaryOp { neg, abs, exp, log, sqrt, relu, sigmoid, tanh, sign, reciprocal, sin, cos };
 enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or,
                       logical_xor };
 Tensor unary(UnaryOp op, const Tensor& self);

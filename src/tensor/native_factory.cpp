@@ -1,5 +1,6 @@
 // Allocation and filling of new tensors.
 #include <cmath>
+#include <type_traits>
 
 #include "tessera/tensor/native.h"
 
@@ -44,6 +45,39 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   dispatch_numeric(dtype, "arange", [&]<class T>() {
     T* data = host.data_ptr<T>();
     for (int64_t i = 0; i < count; ++i) data[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return device.is_cpu() ? host : to_device(host, device);
+}
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
+  TS_CHECK(steps >= 0, ValueError, "linspace: number of steps must be non-negative, got ", steps);
+  Tensor host = empty({steps}, dtype, Device::cpu());
+  dispatch_numeric(dtype, "linspace", [&]<class T>() {
+    // ATen's CPU kernel, value for value: the step in the output's type (double for
+    // integers); positions before steps / 2 count up from start, the rest down from end.
+    // ATen evaluates it in 32-byte vectors, two at a time, the tail one by one: a vector at
+    // `first` holds base + j * step with base the formula's value at `first` (converted to
+    // T first), so the rounding of each element depends on its place in its vector.
+    using Step = std::conditional_t<std::is_integral_v<T>, double, T>;
+    const T first_value = static_cast<T>(start), last_value = static_cast<T>(end);
+    const Step step = steps > 1 ? (static_cast<Step>(last_value) - static_cast<Step>(first_value)) /
+                                      static_cast<Step>(steps - 1)
+                                : Step(0);
+    const int64_t halfway = steps / 2;
+    auto at = [&](int64_t i) -> Step {
+      return i < halfway ? static_cast<Step>(first_value) + step * static_cast<Step>(i)
+                         : static_cast<Step>(last_value) - step * static_cast<Step>(steps - i - 1);
+    };
+    constexpr int64_t lanes = 32 / static_cast<int64_t>(sizeof(T));
+    T* data = host.data_ptr<T>();
+    int64_t i = 0;
+    for (; i + 2 * lanes <= steps; i += 2 * lanes) {
+      for (const int64_t first : {i, i + lanes}) {
+        const T base = static_cast<T>(at(first));
+        for (int64_t j = 0; j < lanes; ++j) data[first + j] = static_cast<T>(base + static_cast<Step>(j) * step);
+      }
+    }
+    for (; i < steps; ++i) data[i] = static_cast<T>(at(i));
   });
   return device.is_cpu() ? host : to_device(host, device);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <numbers>
 
@@ -127,18 +128,59 @@ void fill_randint(void* out, DType dtype, int64_t count, int64_t low, int64_t hi
   });
 }
 
+namespace {
+
+// The standard normal's CDF and its inverse: erfinv by a rational first guess refined by
+// Newton's method on std::erf (three steps reach double rounding).
+double standard_normal_cdf(double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); }
+
+double erfinv(double y) {
+  if (y <= -1) return -std::numeric_limits<double>::infinity();
+  if (y >= 1) return std::numeric_limits<double>::infinity();
+  const double w = -std::log((1.0 - y) * (1.0 + y));
+  double x = w < 5 ? y * (1.2533 + w * (0.1325 + w * 0.0051)) : std::copysign(std::sqrt(w) - 0.3, y);
+  for (int step = 0; step < 3; ++step) {
+    x -= (std::erf(x) - y) / (2.0 / std::sqrt(std::numbers::pi) * std::exp(-x * x));
+  }
+  return x;
+}
+
+}  // namespace
+
+void fill_truncated_normal(void* out, DType dtype, int64_t count, double mean, double std, double low, double high,
+                           uint64_t seed, uint64_t stream, uint64_t first) {
+  TS_CHECK(std > 0 && low < high, ValueError, "trunc_normal: needs std > 0 and a < b, got std ", std, ", a ", low,
+           ", b ", high);
+  const double lower = standard_normal_cdf((low - mean) / std), upper = standard_normal_cdf((high - mean) / std);
+  dispatch_floating(dtype, "trunc_normal", [&]<class T>() {
+    fill_with<T>(out, count, [&](uint64_t i) {
+      const double p = lower + uniform_f64_at(seed, stream, first + i) * (upper - lower);
+      const double x = mean + std * std::numbers::sqrt2 * erfinv(2.0 * p - 1.0);
+      return std::clamp(x, low, high);  // rounding at the ends stays inside, as PyTorch's clamp_
+    });
+  });
+}
+
 void InitRule::fill(void* out, DType dtype, int64_t count, uint64_t seed, const std::string& key,
                     int64_t first) const {
-  uint64_t stream = philox::stream_of(key);
+  fill_from(out, dtype, count, seed, philox::stream_of(key), static_cast<uint64_t>(first));
+}
+
+void InitRule::fill_from(void* out, DType dtype, int64_t count, uint64_t seed, uint64_t stream,
+                         uint64_t first_element) const {
+  const int64_t first = static_cast<int64_t>(first_element);
   switch (kind) {
     case Kind::constant:
       dispatch_floating(dtype, "init", [&]<class T>() { fill_with<T>(out, count, [&](uint64_t) { return a; }); });
       break;
     case Kind::uniform:
-      fill_uniform(out, dtype, count, a, b, seed, stream, static_cast<uint64_t>(first));
+      fill_uniform(out, dtype, count, a, b, seed, stream, first_element);
       break;
     case Kind::normal:
-      fill_normal(out, dtype, count, a, b, seed, stream, static_cast<uint64_t>(first));
+      fill_normal(out, dtype, count, a, b, seed, stream, first_element);
+      break;
+    case Kind::truncated_normal:
+      fill_truncated_normal(out, dtype, count, a, b, low, high, seed, stream, first_element);
       break;
   }
   // The zeroed elements that fall inside [first, first + count).

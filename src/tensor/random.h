@@ -63,10 +63,11 @@ DropoutKey next_dropout_key(uint64_t stream = 0);
 // value(seed, key, i). Because the rule fills any slice [first, first + n) of the flat
 // parameter on its own, an FSDP rank initialises its shard without the full tensor.
 struct InitRule {
-  enum class Kind : uint8_t { constant, uniform, normal };
+  enum class Kind : uint8_t { constant, uniform, normal, truncated_normal };
   Kind kind = Kind::constant;
-  double a = 0;  // constant: the value; uniform: low; normal: mean
-  double b = 0;  // uniform: high; normal: standard deviation
+  double a = 0;  // constant: the value; uniform: low; normal, truncated_normal: mean
+  double b = 0;  // uniform: high; normal, truncated_normal: standard deviation
+  double low = 0, high = 0;  // truncated_normal: the bounds the values stay in
 
   // Flat elements [zeros_begin, zeros_end) are 0 whatever the distribution (the padding
   // row of nn::Embedding, which PyTorch zeroes after drawing the table).
@@ -75,6 +76,10 @@ struct InitRule {
   static InitRule constant(double value) { return {Kind::constant, value, 0}; }
   static InitRule uniform(double low, double high) { return {Kind::uniform, low, high}; }
   static InitRule normal(double mean, double std) { return {Kind::normal, mean, std}; }
+  // N(mean, std) restricted to [low, high] (by the inverse CDF of a uniform draw).
+  static InitRule truncated_normal(double mean, double std, double low, double high) {
+    return {Kind::truncated_normal, mean, std, low, high};
+  }
   // This rule with elements [begin, end) set to 0.
   InitRule with_zeros(int64_t begin, int64_t end) const {
     InitRule rule = *this;
@@ -87,6 +92,9 @@ struct InitRule {
   // stream named `key` under `seed`. `out` is host memory.
   void fill(void* out, DType dtype, int64_t count, uint64_t seed, const std::string& key,
             int64_t first) const;
+  // The same from the generator stream `stream` (how nn::init refills a tensor that
+  // already holds values from the default generator).
+  void fill_from(void* out, DType dtype, int64_t count, uint64_t seed, uint64_t stream, uint64_t first) const;
 };
 
 // Element-wise draws used by rand/randn/randint and by InitRule. Host memory, contiguous.
@@ -96,5 +104,7 @@ void fill_normal(void* out, DType dtype, int64_t count, double mean, double std,
                  uint64_t stream, uint64_t first);
 void fill_randint(void* out, DType dtype, int64_t count, int64_t low, int64_t high, uint64_t seed,
                   uint64_t stream, uint64_t first);
+void fill_truncated_normal(void* out, DType dtype, int64_t count, double mean, double std, double low, double high,
+                           uint64_t seed, uint64_t stream, uint64_t first);
 
 }  // namespace tessera

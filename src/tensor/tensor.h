@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -155,7 +156,15 @@ class Tensor {
   Tensor relu() const;
   Tensor sigmoid() const;
   Tensor tanh() const;
+  Tensor sin() const;
+  Tensor cos() const;
   Tensor erf() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor isfinite() const;
   Tensor pow(double exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor sum() const;
@@ -166,6 +175,13 @@ class Tensor {
   // Values and indices along `dim`, as torch.max(dim).
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   Tensor amax(const Shape& dims, bool keepdim = false) const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor amin(const Shape& dims, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor var(const Shape& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor std(const Shape& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
   Tensor argmax() const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
@@ -184,6 +200,8 @@ class Tensor {
   Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = false) const;
   Tensor cumsum(int64_t dim) const;
   Tensor multinomial(int64_t num_samples, bool replacement, Generator& generator) const;
   Tensor multinomial(int64_t num_samples, bool replacement = false) const;  // the default generator

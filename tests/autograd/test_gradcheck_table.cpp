@@ -165,6 +165,43 @@ std::vector<OpCase> op_cases() {
       {"gelu", [] { return TensorList{leaf({3, 7}, 107, -3, 3, true)}; }, [](L x) { return ts::gelu(x[0]); }},
       {"gelu tanh", [] { return TensorList{leaf({9}, 108, -4, 4)}; }, [](L x) { return ts::gelu(x[0], "tanh"); }},
       {"erf", [] { return TensorList{leaf({2, 5}, 109, -2, 2)}; }, [](L x) { return x[0].erf(); }},
+      // The ops a model author missed (issue 29): sin and cos are nodes of their own, the
+      // rest composites checked end to end. Values stay away from clamp's bounds and from
+      // ties (the derivative's kinks).
+      {"sin cos, non-contiguous", [] { return TensorList{leaf({3, 4}, 120, -4, 4, true)}; },
+       [](L x) { return x[0].sin() * 2.0 + ts::cos(x[0] * 1.5); }},
+      {"clamp both bounds", [] { return TensorList{leaf_away_from_zero({4, 6}, 121)}; },
+       [](L x) { return ts::clamp(x[0], -0.55, 0.45) * 2.0 + x[0].clamp_min(0.05) + x[0].clamp_max(-0.05); }},
+      {"silu", [] { return TensorList{leaf({7}, 122, -4, 4)}; }, [](L x) { return ts::silu(x[0]); }},
+      {"logsumexp over two dims, keepdim", [] { return TensorList{leaf({3, 4, 5}, 123, -3, 3, true)}; },
+       [](L x) { return ts::logsumexp(x[0], {0, 2}, true) + x[0].logsumexp({-1}).sum(); }},
+      {"var std, corrections", [] { return TensorList{leaf({4, 6}, 124)}; },
+       [](L x) { return ts::var(x[0], {1}) * 2.0 + x[0].std({0}, 0, true).sum() + ts::var(x[0]); }},
+      {"amin min argmin-picked", [] { return TensorList{leaf({4, 5}, 125)}; },
+       [](L x) { return ts::amin(x[0], {1}) * 2.0 + std::get<0>(x[0].min(0)).sum(); }},
+      {"sort values, descending", [] { return TensorList{leaf({3, 6}, 126)}; },
+       [](L x) {
+         return std::get<0>(x[0].sort(-1)) * ts::arange(18, {.dtype = DType::f64}).view({3, 6}) +
+                std::get<0>(ts::sort(x[0], 0, true)).sum();
+       }},
+      {"mse l1 losses", [] { return TensorList{leaf({3, 4}, 127), leaf_away_from_zero({3, 4}, 128)}; },
+       [](L x) { return ts::mse_loss(x[0], x[1]) + ts::l1_loss(x[0] * 0.0 + x[1] * 2.0, x[1], ts::Reduction::sum); }},
+      {"binary_cross_entropy with weight", [] { return TensorList{leaf({3, 4}, 129, 0.05, 0.95), leaf({3, 4}, 130, 0, 1)}; },
+       [](L x) { return ts::binary_cross_entropy(x[0], x[1], ts::full({4}, 1.5, {.dtype = DType::f64})); }},
+      {"binary_cross_entropy_with_logits, pos_weight", [] { return TensorList{leaf({3, 4}, 131, -4, 4), leaf({4}, 132, 0.5, 2)}; },
+       [](L x) {
+         ts::Generator gen(7);
+         Tensor target = ts::rand({3, 4}, gen, {.dtype = DType::f64});
+         return ts::binary_cross_entropy_with_logits(x[0], target, {.pos_weight = x[1], .reduction = ts::Reduction::sum});
+       }},
+      {"conv1d strided, dilated, padded", [] { return TensorList{leaf({2, 3, 11}, 133), leaf({4, 3, 3}, 134), leaf({4}, 135)}; },
+       [](L x) { return ts::conv1d(x[0], x[1], x[2], {.stride = 2, .padding = 2, .dilation = 2}); }},
+      {"avg_pool2d padded, padding excluded", [] { return TensorList{leaf({2, 2, 5, 6}, 136)}; },
+       [](L x) {
+         return ts::avg_pool2d(x[0], 3, 2, 1) + ts::avg_pool2d(x[0], 3, 2, 1, {.count_include_pad = false}) * 2.0;
+       }},
+      {"group_norm", [] { return TensorList{leaf({2, 6, 3, 2}, 137), leaf({6}, 138, 0.5, 1.5), leaf({6}, 139)}; },
+       [](L x) { return ts::group_norm(x[0], 3, x[1], x[2]); }},
       {"embedding, repeated indices", [] { return TensorList{leaf({6, 3}, 110)}; },
        [](L x) { return ts::embedding(ts::tensor<int64_t>({4, 0, 4, 5, 2, 4}, {2, 3}), x[0]); }},
       // Views, copies and joins.

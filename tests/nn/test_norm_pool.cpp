@@ -187,7 +187,7 @@ TEST_CASE("BatchNorm2d registers PyTorch's parameters and buffers and prints lik
 
 TEST_CASE("BatchNorm2d and batch_norm refuse bad inputs with clear errors") {
   nn::BatchNorm2d bn(3);
-  CHECK_THROWS_WITH_AS(bn(ts::zeros({2, 3, 4})), doctest::Contains("expected a 4-D input [N, 3, H, W], got [2, 3, 4]"),
+  CHECK_THROWS_WITH_AS(bn(ts::zeros({2, 3, 4})), doctest::Contains("expected an input [N, C, H, W] with C = 3, got [2, 3, 4]"),
                        ts::ShapeError);
   CHECK_THROWS_WITH_AS(bn(ts::zeros({2, 4, 2, 2})), doctest::Contains("expected 3 channels, got input of shape [2, 4, 2, 2]"),
                        ts::ShapeError);

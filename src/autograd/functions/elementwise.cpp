@@ -17,7 +17,7 @@ Tensor nmul(const Tensor& a, double b) { return native::binary(BinaryOp::mul, a,
 
 // What a unary op's backward reads, so that its node keeps only that (an activation per
 // layer saved for nothing otherwise): relu, exp, sigmoid, tanh and sqrt are written in
-// their output, abs and log in their input, neg in neither.
+// their output, abs, log, sin and cos in their input, neg in neither.
 enum class Reads { input, output, nothing };
 
 // Records a one-input op whose gradient is local(g, saved) for the saved tensor `reads`
@@ -206,6 +206,18 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
+Tensor sin(const Tensor& x) {
+  return unary_op("SinBackward", UnaryOp::sin, Reads::input, x, [](const Tensor& g, const Tensor& x) {
+    return nmul(g, native::unary(UnaryOp::cos, x));
+  });
+}
+
+Tensor cos(const Tensor& x) {
+  return unary_op("CosBackward", UnaryOp::cos, Reads::input, x, [](const Tensor& g, const Tensor& x) {
+    return nmul(g, native::unary(UnaryOp::neg, native::unary(UnaryOp::sin, x)));  // -g sin(x)
+  });
+}
+
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = native::where(cond, a, b);
   if (needs_grad({a, b})) {
@@ -349,6 +361,8 @@ Tensor Tensor::sqrt() const { return tessera::sqrt(*this); }
 Tensor Tensor::relu() const { return tessera::relu(*this); }
 Tensor Tensor::sigmoid() const { return tessera::sigmoid(*this); }
 Tensor Tensor::tanh() const { return tessera::tanh(*this); }
+Tensor Tensor::sin() const { return tessera::sin(*this); }
+Tensor Tensor::cos() const { return tessera::cos(*this); }
 Tensor Tensor::pow(double exponent) const { return tessera::pow(*this, exponent); }
 Tensor Tensor::pow(const Tensor& exponent) const { return tessera::pow(*this, exponent); }
 Tensor Tensor::logical_not() const { return tessera::logical_not(*this); }

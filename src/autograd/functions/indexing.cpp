@@ -1,5 +1,5 @@
 // Differentiable masks and indexing: masked_fill, tril, triu, index_select, gather,
-// scatter_add. The backward of a pick is an add into zeros at the picked places
+// scatter_add, and one_hot (integers, not differentiable). The backward of a pick is an add into zeros at the picked places
 // (index_add_ / scatter_add_, both deterministic); the backward of a mask is the same mask.
 #include "tessera/autograd/functions/recording.h"
 
@@ -77,6 +77,24 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
            });
   }
   return out;
+}
+
+Tensor one_hot(const Tensor& x, int64_t num_classes) {
+  TS_CHECK(x.defined() && x.dtype() == DType::i64, DTypeError, "one_hot: expected int64 class indices, got ",
+           x.defined() ? std::string(dtype_name(x.dtype())) : std::string("an undefined tensor"));
+  TS_CHECK(num_classes == -1 || num_classes >= 1, ValueError, "one_hot: num_classes must be -1 or positive, got ",
+           num_classes);
+  if (x.numel() > 0) {
+    const int64_t smallest = -native::amax(native::unary(UnaryOp::neg, x), {}, false).item<int64_t>();
+    const int64_t largest = native::amax(x, {}, false).item<int64_t>();
+    TS_CHECK(smallest >= 0, IndexError, "one_hot: class values must be non-negative, got ", smallest);
+    if (num_classes == -1) num_classes = largest + 1;  // as PyTorch: one more than the largest
+    TS_CHECK(largest < num_classes, IndexError, "one_hot: class value ", largest, " is not below num_classes ",
+             num_classes);
+  }
+  TS_CHECK(num_classes != -1, ValueError, "one_hot: an empty input needs num_classes given");
+  const Tensor classes = native::arange(0, static_cast<double>(num_classes), 1, DType::i64, x.device());
+  return native::to_dtype(native::binary(BinaryOp::eq, native::unsqueeze(x, x.dim()), classes), DType::i64);
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return tessera::masked_fill(*this, mask, value); }

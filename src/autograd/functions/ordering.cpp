@@ -1,7 +1,8 @@
-// topk, cumsum and multinomial. topk's values route their gradient back to the chosen
+// topk, sort, cumsum and multinomial. topk's values route their gradient back to the chosen
 // positions (a scatter into zeros); cumsum's gradient is the running sum of the gradient
 // from the end; multinomial draws integers and has no gradient.
 #include "tessera/autograd/functions/recording.h"
+#include "tessera/autograd/grad_mode.h"
 
 namespace tessera {
 
@@ -16,6 +17,18 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
     });
   }
   return {values, indices};
+}
+
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool /*stable*/) {
+  // A full topk: stable (equal values keep index order) and NaN counted as the largest, so
+  // it comes last ascending and first descending, as in PyTorch.
+  const int64_t length = x.dim() == 0 ? 1 : x.size(wrap_dim(dim, x.dim(), "sort"));
+  return topk(x, length, dim, /*largest=*/descending);
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  NoGradGuard no_grad;
+  return std::get<1>(sort(x, dim, descending, stable));
 }
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
@@ -47,6 +60,12 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
 
 std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
   return tessera::topk(*this, k, dim, largest, sorted);
+}
+std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending, bool stable) const {
+  return tessera::sort(*this, dim, descending, stable);
+}
+Tensor Tensor::argsort(int64_t dim, bool descending, bool stable) const {
+  return tessera::argsort(*this, dim, descending, stable);
 }
 Tensor Tensor::cumsum(int64_t dim) const { return tessera::cumsum(*this, dim); }
 Tensor Tensor::multinomial(int64_t num_samples, bool replacement, Generator& generator) const {

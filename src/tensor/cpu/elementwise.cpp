@@ -29,6 +29,8 @@ T apply_unary(UnaryOp op, T x) {
       case UnaryOp::sigmoid: return T(1) / (T(1) + std::exp(-x));
       case UnaryOp::tanh: return std::tanh(x);
       case UnaryOp::reciprocal: return T(1) / x;
+      case UnaryOp::sin: return std::sin(x);
+      case UnaryOp::cos: return std::cos(x);
       default: break;
     }
   }

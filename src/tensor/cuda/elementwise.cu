@@ -26,6 +26,10 @@ __device__ __forceinline__ float math_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double math_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float math_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double math_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float math_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double math_sin(double x) { return sin(x); }
+__device__ __forceinline__ float math_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double math_cos(double x) { return cos(x); }
 __device__ __forceinline__ float math_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double math_pow(double x, double y) { return pow(x, y); }
 
@@ -48,6 +52,8 @@ __device__ C apply_unary(UnaryOp op, C x) {
       case UnaryOp::sigmoid: return C(1) / (C(1) + math_exp(-x));
       case UnaryOp::tanh: return math_tanh(x);
       case UnaryOp::reciprocal: return C(1) / x;
+      case UnaryOp::sin: return math_sin(x);
+      case UnaryOp::cos: return math_cos(x);
       default: break;
     }
   }
