@@ -153,6 +153,17 @@ std::vector<OpCase> op_cases() {
        [](L x) { return one(ts::sigmoid(x[0])); }},
       {"tanh", floats, [](DType d) { return TensorList{uniform({6}, 23, d, -2, 2)}; },
        [](L x) { return one(ts::tanh(x[0])); }},
+      {"sin cos", floats, [](DType d) { return TensorList{uniform({9}, 27, d, -4, 4)}; },
+       [](L x) { return TensorList{ts::sin(x[0]), ts::cos(x[0])}; }},
+      {"clamp silu logsumexp var", floats, [](DType d) { return TensorList{uniform({4, 6}, 28, d, -2, 2)}; },
+       [](L x) {
+         return TensorList{ts::clamp(x[0], -0.5, 0.5), ts::silu(x[0]), ts::logsumexp(x[0], {1}), ts::var(x[0], {0})};
+       }},
+      {"conv1d avg_pool2d group_norm", floats, [](DType d) { return TensorList{uniform({2, 4, 6, 6}, 29, d)}; },
+       [](L x) {
+         return TensorList{ts::avg_pool2d(x[0], 3, 2, 1), ts::group_norm(x[0], 2),
+                           ts::conv1d(x[0].flatten(2), x[0].narrow(0, 0, 1).reshape({3, 4, 12}).narrow(2, 0, 3))};
+       }},
       {"sign and reciprocal (native)", floats, [](DType d) { return TensorList{away_from_zero({7}, 24, d)}; },
        [](L x) {
          return TensorList{native::unary(native::UnaryOp::sign, x[0].detach()),
