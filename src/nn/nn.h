@@ -14,3 +14,4 @@
 #include "tessera/nn/module.h"
 #include "tessera/nn/module_holder.h"
 #include "tessera/nn/sharded_parameter.h"
+#include "tessera/nn/upsample.h"

@@ -306,6 +306,41 @@ std::vector<OpCase> op_cases() {
       {"scaled_dot_product_attention learned float mask (unblocked)",
        [] { return TensorList{leaf({2, 3, 2}, 89), leaf({2, 4, 2}, 90), leaf({2, 4, 2}, 91), leaf({3, 4}, 92)}; },
        [](L x) { return ts::scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = x[3]}); }},
+      // Spatial and einsum ops: composites (no nodes of their own), checked end to end.
+      {"einsum batched matmul, non-contiguous", [] { return TensorList{leaf({2, 3, 4}, 290, -1, 1, true), leaf({2, 4, 2}, 291)}; },
+       [](L x) { return ts::einsum("bij,bjk->bik", {x[0], x[1]}); }},
+      {"einsum diagonal, trace, transpose", [] { return TensorList{leaf({3, 3}, 292, -1, 1, true)}; },
+       [](L x) { return ts::einsum("ii->i", {x[0]}) * 2.0 + ts::einsum("ii", {x[0]}) + ts::einsum("ij->ji", {x[0]}); }},
+      {"einsum three operands with an ellipsis", [] { return TensorList{leaf({2, 3, 4}, 293), leaf({4, 5}, 294), leaf({5}, 295)}; },
+       [](L x) { return ts::einsum("...ij,jk,k->...i", {x[0], x[1], x[2]}); }},
+      {"einsum size-1 broadcast, letters of one operand summed", [] { return TensorList{leaf({3, 1}, 296), leaf({2, 4}, 297)}; },
+       [](L x) { return ts::einsum("ij,kj->i", {x[0], x[1]}); }},
+      {"pad constant with a crop, non-contiguous", [] { return TensorList{leaf({2, 3, 4}, 298, -1, 1, true)}; },
+       [](L x) { return ts::pad(x[0], {1, -1, 2, 0}, "constant", 0.5); }},
+      {"pad reflect, replicate, circular", [] { return TensorList{leaf({1, 2, 4, 5}, 299, -1, 1, true)}; },
+       [](L x) {
+         return ts::pad(x[0], {2, 1, 1, 2}, "reflect") + ts::pad(x[0], {2, 1, 1, 2}, "replicate") * 2.0 +
+                ts::pad(x[0], {2, 1, 1, 2}, "circular") * 3.0;
+       }},
+      {"unfold with dilation, padding, stride, non-contiguous", [] { return TensorList{leaf({1, 2, 5, 6}, 300, -1, 1, true)}; },
+       [](L x) { return ts::unfold(x[0], {2, 3}, {1, 2}, 1, {2, 1}); }},
+      {"fold overlapping, padded", [] { return TensorList{leaf({1, 8, 9}, 301, -1, 1, true)}; },
+       [](L x) { return ts::fold(x[0], {4, 5}, 2, 1, 1, 2); }},
+      {"interpolate nearest and nearest-exact", [] { return TensorList{leaf({1, 2, 3, 4}, 302, -1, 1, true)}; },
+       [](L x) {
+         return ts::interpolate(x[0], {.size = {5, 7}}) + ts::interpolate(x[0], {.size = {5, 7}, .mode = "nearest-exact"});
+       }},
+      {"interpolate bilinear, both align_corners", [] { return TensorList{leaf({1, 2, 3, 4}, 303, -1, 1, true)}; },
+       [](L x) {
+         return ts::interpolate(x[0], {.size = {5, 6}, .mode = "bilinear"}) +
+                ts::interpolate(x[0], {.size = {5, 6}, .mode = "bilinear", .align_corners = true});
+       }},
+      {"interpolate linear down, trilinear up", [] { return TensorList{leaf({2, 2, 5}, 304), leaf({1, 1, 2, 3, 2}, 305)}; },
+       [](L x) {
+         return ts::interpolate(x[0], {.size = {3}, .mode = "linear"}).sum() +
+                ts::interpolate(x[1], {.scale_factor = {1.5}, .mode = "trilinear"}).sum() * 0.5 +
+                ts::interpolate(x[1], {.size = {3, 4, 3}, .mode = "trilinear", .align_corners = true}).pow(2.0).sum();
+       }},
   };
   return cases;
 }
