@@ -13,5 +13,7 @@
 #include "tessera/nn/layers.h"
 #include "tessera/nn/module.h"
 #include "tessera/nn/module_holder.h"
+#include "tessera/nn/multihead_attention.h"
 #include "tessera/nn/sharded_parameter.h"
 #include "tessera/nn/upsample.h"
+#include "tessera/nn/transformer.h"
