@@ -1,7 +1,8 @@
 // What the golden tests share: the golden files, loaded once, and the element-wise comparison
 // with PyTorch's values: every element must satisfy |tessera - torch| <= atol + rtol * |torch|
 // (a zero tolerance asks for equality), and the largest errors are kept per op and dtype for a
-// report (TESSERA_GOLDEN_REPORT=1).
+// report (TESSERA_GOLDEN_REPORT=1). And the driver of the files laid out by role
+// (make_tensor_ops_golden.py, make_model_ops_golden.py): run_case_by_roles.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 #include <tessera/tessera.h>
 
 namespace golden_check {
@@ -91,6 +93,60 @@ inline void print_report() {
   for (const auto& [key, stats] : error_stats()) {
     std::cout << std::left << std::setw(26) << key << std::setw(12) << std::setprecision(3) << stats.max_abs
               << std::setw(12) << stats.max_rel << stats.max_used << "\n";
+  }
+}
+
+// A JSON array of integers as a Shape (a case's dims, permutation or sizes).
+inline tessera::Shape shape_of(const tessera::io::json::Value& array) {
+  tessera::Shape shape;
+  for (const tessera::io::json::Value& v : array.as_array()) shape.push_back(v.as_int());
+  return shape;
+}
+
+// PyTorch's reduction strings.
+inline tessera::Reduction reduction_from(const std::string& name) {
+  if (name == "mean") return tessera::Reduction::mean;
+  if (name == "sum") return tessera::Reduction::sum;
+  REQUIRE(name == "none");
+  return tessera::Reduction::none;
+}
+
+// One case of a file laid out by role: its inputs are the stored roles that are not
+// outputs ("output", "output_<i>") or gradients ("grad_<role>"), those with a stored
+// gradient made leaves; `run_op(inputs)` gives Tessera's outputs, each compared with the
+// stored one; the stored upstream gradients are backpropagated and every leaf's gradient
+// compared too.
+template <class RunOp>
+void run_case_by_roles(const GoldenFile& g, const tessera::io::json::Value& c, const std::string& stats_key,
+                       Tolerance tolerance, RunOp run_op) {
+  using tessera::Tensor;
+  const std::string& name = c.at("name").as_string();
+  const std::string prefix = name + "/";
+  std::map<std::string, Tensor> inputs;
+  for (const std::string& key : g.tensors.keys()) {
+    if (!key.starts_with(prefix)) continue;
+    const std::string role = key.substr(prefix.size());
+    if (role.starts_with("output") || role.starts_with("grad_")) continue;
+    Tensor t = g.tensors.at(key).clone();
+    if (g.tensors.contains(prefix + "grad_" + role)) t.requires_grad_();
+    inputs.emplace(role, t);
+  }
+  const std::vector<Tensor> outputs = run_op(inputs);
+  std::vector<Tensor> roots, upstream;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string role = outputs.size() == 1 ? "output" : "output_" + std::to_string(i);
+    REQUIRE_MESSAGE(g.tensors.contains(prefix + role), std::string(prefix + role));
+    compare(name + " " + role, stats_key, outputs[i], g.tensors.at(prefix + role), tolerance);
+    if (g.tensors.contains(prefix + "grad_" + role)) {
+      roots.push_back(outputs[i]);
+      upstream.push_back(g.tensors.at(prefix + "grad_" + role));
+    }
+  }
+  if (roots.empty()) return;
+  tessera::autograd::backward(roots, upstream);
+  for (const auto& [role, t] : inputs) {
+    if (!t.requires_grad()) continue;
+    compare(name + " grad_" + role, stats_key, t.grad(), g.tensors.at(prefix + "grad_" + role), tolerance);
   }
 }
 

@@ -28,6 +28,8 @@ using ts::DType;
 using ts::Shape;
 using ts::Tensor;
 using golden_check::compare;
+using golden_check::reduction_from;
+using golden_check::shape_of;
 using golden_check::Tolerance;
 using TensorList = std::vector<Tensor>;
 
@@ -57,19 +59,6 @@ Tolerance tolerance_for(const std::string& op, DType dtype) {
 using Golden = golden_check::GoldenFile;
 
 const Golden& golden() { return golden_check::golden_file("tensor_ops.safetensors"); }
-
-Shape shape_of(const json::Value& array) {
-  Shape shape;
-  for (const json::Value& v : array.as_array()) shape.push_back(v.as_int());
-  return shape;
-}
-
-ts::Reduction reduction_from(const std::string& name) {
-  if (name == "mean") return ts::Reduction::mean;
-  if (name == "sum") return ts::Reduction::sum;
-  REQUIRE(name == "none");
-  return ts::Reduction::none;
-}
 
 // Tessera's outputs for a case, mirroring run_op in the script.
 TensorList run_op(const json::Value& c, const std::map<std::string, Tensor>& in) {
@@ -114,42 +103,10 @@ TensorList run_op(const json::Value& c, const std::map<std::string, Tensor>& in)
 }
 
 void run_case(const json::Value& c) {
-  const Golden& g = golden();
-  const std::string& name = c.at("name").as_string();
   const std::string& op = c.at("op").as_string();
   const DType dtype = *io::dtype_from_safetensors(c.at("dtype").as_string());
-  const Tolerance tolerance = tolerance_for(op, dtype);
-  const std::string stats_key = op + " " + std::string(ts::dtype_name(dtype));
-  const std::string prefix = name + "/";
-
-  // Inputs are the stored roles that are not outputs or gradients; those with a stored
-  // gradient become leaves.
-  std::map<std::string, Tensor> inputs;
-  for (const std::string& key : g.tensors.keys()) {
-    if (!key.starts_with(prefix)) continue;
-    const std::string role = key.substr(prefix.size());
-    if (role.starts_with("output") || role.starts_with("grad_")) continue;
-    Tensor t = g.tensors.at(key).clone();
-    if (g.tensors.contains(prefix + "grad_" + role)) t.requires_grad_();
-    inputs.emplace(role, t);
-  }
-  TensorList outputs = run_op(c, inputs);
-  TensorList roots, upstream;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string role = outputs.size() == 1 ? "output" : "output_" + std::to_string(i);
-    REQUIRE_MESSAGE(g.tensors.contains(prefix + role), std::string(prefix + role));
-    compare(name + " " + role, stats_key, outputs[i], g.tensors.at(prefix + role), tolerance);
-    if (g.tensors.contains(prefix + "grad_" + role)) {
-      roots.push_back(outputs[i]);
-      upstream.push_back(g.tensors.at(prefix + "grad_" + role));
-    }
-  }
-  if (roots.empty()) return;
-  ts::autograd::backward(roots, upstream);
-  for (const auto& [role, t] : inputs) {
-    if (!t.requires_grad()) continue;
-    compare(name + " grad_" + role, stats_key, t.grad(), g.tensors.at(prefix + "grad_" + role), tolerance);
-  }
+  golden_check::run_case_by_roles(golden(), c, op + " " + std::string(ts::dtype_name(dtype)), tolerance_for(op, dtype),
+                                  [&](const std::map<std::string, Tensor>& inputs) { return run_op(c, inputs); });
 }
 
 }  // namespace
