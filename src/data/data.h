@@ -11,6 +11,7 @@
 #include "tessera/data/image_transforms.h"
 #include "tessera/data/mnist.h"
 #include "tessera/data/sampler.h"
+#include "tessera/data/in_memory_token_dataset.h"
 #include "tessera/data/token_dataset.h"
 #include "tessera/data/token_file.h"
 #include "tessera/data/transforms.h"

@@ -262,3 +262,48 @@ TEST_CASE("the ranks' rows of each global batch, put together, are the one-rank 
     }
   }
 }
+
+TEST_CASE("InMemoryTokenDataset gives TokenDataset's windows and batches for the same tokens") {
+  TempDir dir;
+  const std::vector<uint16_t> tokens = counting(1000, 7);
+  ts::data::write_token_file(dir.file("t.bin"), tokens);
+  TokenDataset from_file(dir.file("t.bin"), {.seq_len = 16, .vocab_size = 50257});
+  std::vector<int64_t> ids(tokens.begin(), tokens.end());
+  ts::data::InMemoryTokenDataset in_memory(ids, {.seq_len = 16, .vocab_size = 50257});
+  REQUIRE(in_memory.size() == from_file.size());
+  CHECK(in_memory.size() == 999 / 16);
+  CHECK(in_memory.num_tokens() == 1000);
+  // A shuffled loader over each: the same batches, row for row.
+  const ts::data::DataLoaderOptions options{.batch_size = 8, .shuffle = true, .seed = 3, .drop_last = true};
+  DataLoader file_loader(from_file, options), memory_loader(in_memory, options);
+  std::vector<Batch> file_batches, memory_batches;
+  for (const Batch& batch : file_loader.epoch(1)) file_batches.push_back(batch);
+  for (const Batch& batch : memory_loader.epoch(1)) memory_batches.push_back(batch);
+  REQUIRE(file_batches.size() == memory_batches.size());
+  CHECK(file_batches.size() == 62 / 8);
+  for (size_t b = 0; b < file_batches.size(); ++b) {
+    CHECK(values(memory_batches[b].data) == values(file_batches[b].data));
+    CHECK(values(memory_batches[b].target) == values(file_batches[b].target));
+  }
+  // Window 3: tokens [48, 64] of the sequence; the target is the data shifted by one.
+  const Batch one = in_memory.get_batch({3});
+  CHECK(values(one.data).front() == 7 + 48);
+  CHECK(values(one.target).back() == 7 + 64);
+  // From a tensor of any integer dtype, on any device.
+  ts::data::InMemoryTokenDataset from_tensor(ts::arange(0, 33, 1, {.dtype = ts::DType::u8}), {.seq_len = 8});
+  CHECK(from_tensor.size() == 4);
+  CHECK(values(from_tensor.get_batch({2}).target) == std::vector<int64_t>{17, 18, 19, 20, 21, 22, 23, 24});
+}
+
+TEST_CASE("InMemoryTokenDataset: bad tokens and too few of them are errors naming the position") {
+  CHECK(contains(error_of<ts::ValueError>([] { ts::data::InMemoryTokenDataset({1, 2, 70000, 3}, {.seq_len = 2, .vocab_size = 50257}); }),
+                 "token 2 is 70000, outside [0, 50257)"));
+  CHECK(contains(error_of<ts::ValueError>([] { ts::data::InMemoryTokenDataset({1, -4, 2}, {.seq_len = 1}); }),
+                 "token 1 is -4"));
+  CHECK(contains(error_of<ts::ValueError>([] { ts::data::InMemoryTokenDataset({1, 2, 3}, {.seq_len = 4}); }),
+                 "no window of seq_len + 1 = 5 tokens fits in 3 tokens"));
+  CHECK(contains(error_of<ts::DTypeError>([] { ts::data::InMemoryTokenDataset(ts::ones({4})); }),
+                 "expected integer ids, got float32"));
+  ts::data::InMemoryTokenDataset dataset({1, 2, 3, 4, 5}, {.seq_len = 2});
+  CHECK(contains(error_of<ts::IndexError>([&] { dataset.get_batch({2}); }), "window 2 is out of range for 2 windows"));
+}
