@@ -1,9 +1,9 @@
 // PyTorch's initialisation rules, as InitRules (values keyed by seed, name, index), and
 // torch.nn.init's in-place functions over them.
 //
-//   auto attn = ts::nn::MultiheadAttention(256, 8);
+//   ts::nn::MultiheadAttention attn(256, 8);
 //   ts::nn::init::xavier_uniform_(attn.in_proj_weight);   // before first use: becomes its rule
-//   ts::nn::init::trunc_normal_(vit.cls_token, 0, 0.02);   // as timm's ViT
+//   ts::nn::init::trunc_normal_(head.weight, 0, 0.02, -0.04, 0.04);  // a, b absolute, as PyTorch's
 #pragma once
 
 #include <cmath>
