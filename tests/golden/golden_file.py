@@ -38,6 +38,27 @@ def backward_from_random_gradient(y, generator, dtype):
     return grad_output
 
 
+def with_outputs_and_gradients(roles, grads, outputs, generator):
+    """A case's stored roles: its inputs, its outputs ("output", or "output_<i>" for ops with
+    several), a standard normal upstream gradient for every output that needs one
+    ("grad_output..."; all backpropagated together, so that the backward of multi-output
+    ops sees them all) and the gradients of the differentiable inputs `grads`."""
+    out = dict(roles)
+    named = {"output": outputs[0]} if len(outputs) == 1 else {f"output_{i}": t for i, t in enumerate(outputs)}
+    out.update(named)
+    differentiable = [(role, t) for role, t in named.items() if t.requires_grad]
+    if differentiable:
+        upstream = []
+        for role, t in differentiable:
+            grad_output = torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.dtype)
+            out["grad_" + role] = grad_output
+            upstream.append(grad_output)
+        torch.autograd.backward([t for _, t in differentiable], upstream)
+        for role in grads:
+            out["grad_" + role] = roles[role].grad
+    return out
+
+
 def case_tensors(name, dtype_name, roles):
     """The file's entries of a case: "<name>_<dtype>/<role>", detached."""
     return {f"{name}_{dtype_name.lower()}/{role}": t.detach() for role, t in roles.items()}

@@ -191,19 +191,7 @@ def run_case(name, op, options, shape, dtype_name, seed):
     g = torch.Generator().manual_seed(seed)
     roles, grads = make_inputs(op, options, shape, dtype, g)
     outputs = run_op(op, options, roles, dtype)
-    out = dict(roles)
-    named = {"output": outputs[0]} if len(outputs) == 1 else {f"output_{i}": t for i, t in enumerate(outputs)}
-    out.update(named)
-    differentiable = [(role, t) for role, t in named.items() if t.requires_grad]
-    if differentiable:
-        upstream = []
-        for role, t in differentiable:
-            grad_output = torch.randn(t.shape, generator=g, dtype=torch.float64).to(t.dtype)
-            out["grad_" + role] = grad_output
-            upstream.append(grad_output)
-        torch.autograd.backward([t for _, t in differentiable], upstream)
-        for role in grads:
-            out["grad_" + role] = roles[role].grad
+    out = golden_file.with_outputs_and_gradients(roles, grads, outputs, g)
     return golden_file.case_tensors(name, dtype_name, out)
 
 
