@@ -15,6 +15,22 @@
 
 namespace test_support {
 
+// max |a - b| / max(1, max |b|): the largest elementwise error, relative where |b| > 1
+// (infinite when any difference is NaN). a must be defined and of b's shape.
+inline double largest_error(const tessera::Tensor& a, const tessera::Tensor& b) {
+  TS_CHECK(a.defined() && a.sizes() == b.sizes(), tessera::ShapeError, "largest_error: ",
+           a.defined() ? tessera::shape_str(a.sizes()) : std::string("undefined"), " against ",
+           tessera::shape_str(b.sizes()));
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = 0, largest = 1;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(x[i] - y[i]);
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    largest = std::max(largest, std::abs(y[i]));
+  }
+  return worst / largest;
+}
+
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // The message of the `ErrorType` that `action` throws, or "" when it throws nothing. Any

@@ -57,20 +57,6 @@ struct Case {
   }
 };
 
-// max |a - b| / max(1, max |b|): the largest elementwise error, relative where |b| > 1.
-double largest_error(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.defined());
-  REQUIRE(a.sizes() == b.sizes());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0, largest = 1;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-    largest = std::max(largest, std::abs(y[i]));
-  }
-  return worst / largest;
-}
-
 std::vector<std::string> sorted(std::vector<std::string> names) {
   std::sort(names.begin(), names.end());
   return names;
@@ -97,22 +83,22 @@ double compare(nn::Module& module, const Case& c, const Tensor& output, const Te
     CHECK_FALSE(weights.defined());
   }
   loss.backward();
-  double worst = largest_error(output, c.at("output"));
+  double worst = test_support::largest_error(output, c.at("output"));
   CHECK(worst <= tolerance);
   if (c.has("weights")) {
-    const double error = largest_error(weights, c.at("weights"));
+    const double error = test_support::largest_error(weights, c.at("weights"));
     CHECK(error <= tolerance);
     worst = std::max(worst, error);
   }
   for (const auto& [name, input] : inputs) {
     CAPTURE(name);
-    const double error = largest_error(input.grad(), c.at("grad/input/" + name));
+    const double error = test_support::largest_error(input.grad(), c.at("grad/input/" + name));
     CHECK(error <= tolerance);
     worst = std::max(worst, error);
   }
   for (const auto& [name, parameter] : module.named_parameters()) {
     CAPTURE(name);
-    const double error = largest_error(parameter.grad(), c.at("grad/" + name));
+    const double error = test_support::largest_error(parameter.grad(), c.at("grad/" + name));
     CHECK(error <= tolerance);
     worst = std::max(worst, error);
   }

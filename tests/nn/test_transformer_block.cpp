@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <tessera/tessera.h>
 
+#include "test_support.h"
+
 namespace ts = tessera;
 namespace nn = tessera::nn;
 using ts::DType;
@@ -59,20 +61,6 @@ struct Block : nn::Module {
   }
 };
 
-// max |a - b| / max(1, max |b|): the largest elementwise error, relative where |b| > 1.
-double largest_error(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.defined());
-  REQUIRE(a.sizes() == b.sizes());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0, largest = 1;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-    largest = std::max(largest, std::abs(y[i]));
-  }
-  return worst / largest;
-}
-
 }  // namespace
 
 TEST_CASE("a user's GPT-2 block matches PyTorch 1.13 on the same weights, forward and gradients") {
@@ -90,12 +78,12 @@ TEST_CASE("a user's GPT-2 block matches PyTorch 1.13 on the same weights, forwar
     Tensor x = stored("x").clone().requires_grad_();
     Tensor y = block(x);
     y.backward(stored("grad_output"));
-    double worst = largest_error(y, stored("output"));
+    double worst = test_support::largest_error(y, stored("output"));
     CHECK(worst <= tolerance);
-    CHECK(largest_error(x.grad(), stored("grad/x")) <= tolerance);
+    CHECK(test_support::largest_error(x.grad(), stored("grad/x")) <= tolerance);
     for (const auto& [name, parameter] : block.named_parameters()) {
       CAPTURE(name);
-      const double difference = largest_error(parameter.grad(), stored("grad/" + name));
+      const double difference = test_support::largest_error(parameter.grad(), stored("grad/" + name));
       CHECK(difference <= tolerance);
       worst = std::max(worst, difference);
     }
