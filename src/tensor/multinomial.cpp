@@ -58,7 +58,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, u
   check_probabilities(p, num_samples, replacement, probs.sizes());
   if (rows == 0) return empty(out_shape, DType::i64, device);
   if (replacement) {
-    Tensor cdf = cumsum(p, 1);
+    Tensor cdf = cumsum(p, 1, /*reverse=*/false);
     Tensor normalised = binary(BinaryOp::div, cdf, narrow(cdf, 1, classes - 1, 1));
     Tensor uniforms = empty({rows, num_samples}, DType::f64, device);
     uniform_(uniforms, 0.0, 1.0, seed, stream, first);

@@ -32,7 +32,7 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
 }
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
-  Tensor out = native::cumsum(x, dim);
+  Tensor out = native::cumsum(x, dim, /*reverse=*/false);
   if (needs_grad({x})) {
     record_unary("CumsumBackward", x, out,
                  [dim](const Tensor& grad) { return native::cumsum(grad, dim, /*reverse=*/true); });

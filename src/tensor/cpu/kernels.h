@@ -1,5 +1,5 @@
-// The CPU kernels behind the device-specific native ops (see native.h for what each
-// computes). native_dispatch.cpp routes CPU tensors here; CUDA tensors go to cuda/.
+// The CPU kernels behind the op table's rows (native_ops.inc says what each computes).
+// native_dispatch.cpp routes CPU tensors here; CUDA tensors go to cuda/.
 #pragma once
 
 #include "tessera/tensor/native.h"
