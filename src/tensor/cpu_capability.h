@@ -5,11 +5,12 @@
 // it) and runs everywhere that baseline runs. Kernels written for AVX-512 are compiled into
 // the same library with target attributes and chosen only when the CPU has AVX-512
 // (F, BW, DQ, VL), so one build runs on every CPU of the baseline and at full speed on
-// AVX-512 machines. TESSERA_CPU_CAPABILITY=default|avx2|avx512 caps the choice: `default`
-// runs the portable kernels everywhere (the tests use it to run them on AVX-512 machines).
+// AVX-512 machines. TESSERA_CPU_CAPABILITY=default|avx2|avx512|avx512_bf16 caps the choice:
+// `default` runs the portable kernels everywhere (the tests use it to run them on AVX-512
+// machines), `avx512` the float32 AVX-512 kernels but the portable bfloat16 GEMM.
 //
-//   ts::cpu_capability();                 // CpuCapability::avx512 on an AVX-512 Xeon or EPYC
-//   ts::to_string(ts::cpu_capability());  // "avx512"
+//   ts::cpu_capability();                 // CpuCapability::avx512_bf16 on an AMD Zen 4/5 EPYC
+//   ts::to_string(ts::cpu_capability());  // "avx512_bf16"
 //
 // The variable is read once, at the first kernel choice. An unknown value, or one above
 // what this CPU supports, is a tessera::Error from every call that chooses a kernel.
@@ -25,6 +26,7 @@ enum class CpuCapability {
   baseline,  // "default": the portable kernels, compiled for the build's baseline
   avx2,      // "avx2": AVX2 + FMA (the x86-64-v3 baseline's own level: the portable kernels)
   avx512,    // "avx512": AVX-512 F, BW, DQ and VL (Skylake-SP and later Xeons, AMD Zen 4)
+  avx512_bf16,  // "avx512_bf16": avx512 plus AVX512-BF16's VDPBF16PS (Cooper Lake, Sapphire Rapids, Zen 4)
 };
 
 // The kernels in use: the best this CPU supports, or TESSERA_CPU_CAPABILITY's choice.
@@ -36,7 +38,7 @@ CpuCapability cpu_capability();
 // The best this CPU supports, whatever TESSERA_CPU_CAPABILITY says.
 CpuCapability cpu_capability_supported();
 
-// "default", "avx2" or "avx512": the values TESSERA_CPU_CAPABILITY takes.
+// "default", "avx2", "avx512" or "avx512_bf16": the values TESSERA_CPU_CAPABILITY takes.
 std::string_view to_string(CpuCapability capability);
 
 // The rule cpu_capability() applies, for a value of TESSERA_CPU_CAPABILITY (null or empty:

@@ -25,9 +25,12 @@ TEST_CASE("TESSERA_CPU_CAPABILITY caps the kernels at a level the CPU supports")
   CHECK(ts::choose_cpu_capability("avx2", CpuCapability::avx512) == CpuCapability::avx2);
   CHECK(ts::choose_cpu_capability("avx512", CpuCapability::avx512) == CpuCapability::avx512);
   CHECK(ts::choose_cpu_capability("default", CpuCapability::baseline) == CpuCapability::baseline);
-  for (CpuCapability level : {CpuCapability::baseline, CpuCapability::avx2, CpuCapability::avx512}) {
+  CHECK(ts::choose_cpu_capability("avx512", CpuCapability::avx512_bf16) == CpuCapability::avx512);
+  CHECK(ts::choose_cpu_capability("avx512_bf16", CpuCapability::avx512_bf16) == CpuCapability::avx512_bf16);
+  for (CpuCapability level :
+       {CpuCapability::baseline, CpuCapability::avx2, CpuCapability::avx512, CpuCapability::avx512_bf16}) {
     const std::string name(ts::to_string(level));
-    CHECK(ts::choose_cpu_capability(name.c_str(), CpuCapability::avx512) == level);
+    CHECK(ts::choose_cpu_capability(name.c_str(), CpuCapability::avx512_bf16) == level);
   }
 }
 
@@ -36,11 +39,13 @@ TEST_CASE("TESSERA_CPU_CAPABILITY above the CPU's level, or unknown, is an error
   CHECK(contains(above, "TESSERA_CPU_CAPABILITY=avx512"));
   CHECK(contains(above, "supports up to 'avx2'"));
   CHECK(contains(error_of([] { ts::choose_cpu_capability("avx2", CpuCapability::baseline); }), "up to 'default'"));
+  CHECK(contains(error_of([] { ts::choose_cpu_capability("avx512_bf16", CpuCapability::avx512); }),
+                 "supports up to 'avx512'"));
   for (const char* wrong : {"AVX512", "avx-512", "native", "avx512 "}) {
     CAPTURE(wrong);
     const std::string message = error_of([wrong] { ts::choose_cpu_capability(wrong, CpuCapability::avx512); });
     CHECK(contains(message, std::string("TESSERA_CPU_CAPABILITY='") + wrong + "'"));
-    CHECK(contains(message, "not one of default, avx2, avx512"));
+    CHECK(contains(message, "not one of default, avx2, avx512, avx512_bf16"));
   }
 }
 
