@@ -127,6 +127,68 @@ inline void check_max_dtype(const Tensor& self, const char* op) {
            shape_str(self.sizes()), "); sum() counts the true elements");
 }
 
+// The plan of amax and max: a defined, ordered input and no empty reduced dim (a max of
+// nothing has no value).
+inline ReductionPlan plan_max(const Tensor& self, const Shape& dims, bool keepdim, const char* op) {
+  check_defined(self, op);
+  check_max_dtype(self, op);
+  ReductionPlan plan = plan_reduction(self, dims, keepdim, op);
+  TS_CHECK(plan.inner > 0, ValueError, op, ": cannot reduce over an empty dimension of shape ",
+           shape_str(self.sizes()));
+  return plan;
+}
+
+// What the reduction kernels take, checked and allocated once for every backend by the
+// dispatch layer (the op table's TS_PREPARED_OP rows): the input, its plan and the
+// outputs. A backend runs only when there is something to reduce (has_work).
+struct ReductionCall {
+  Tensor self;
+  ReductionPlan plan;
+  Tensor values;
+  Tensor indices;  // max_dim's int64 positions; undefined for sum and amax
+
+  Device device() const { return self.device(); }
+  bool has_work() const { return plan.outer > 0 && plan.inner > 0; }
+};
+
+// sum: integers (and bool) are summed in int64, as PyTorch sums them; an empty sum is 0.
+struct SumCall : ReductionCall {
+  static SumCall prepare(const Tensor& self, const Shape& dims, bool keepdim) {
+    check_defined(self, "sum");
+    SumCall call;
+    call.self = is_floating(self.dtype()) ? self : to_dtype(self, DType::i64);
+    call.plan = plan_reduction(self, dims, keepdim, "sum");
+    call.values = empty(call.plan.out_shape, call.self.dtype(), self.device());
+    if (call.plan.inner == 0) fill_(call.values, 0.0);
+    return call;
+  }
+  Tensor result() const { return values; }
+};
+
+struct AmaxCall : ReductionCall {
+  static AmaxCall prepare(const Tensor& self, const Shape& dims, bool keepdim) {
+    AmaxCall call;
+    call.self = self;
+    call.plan = plan_max(self, dims, keepdim, "amax");
+    call.values = empty(call.plan.out_shape, self.dtype(), self.device());
+    return call;
+  }
+  Tensor result() const { return values; }
+};
+
+// max(dim): the values and their int64 positions along dim (the first of equal values).
+struct MaxDimCall : ReductionCall {
+  static MaxDimCall prepare(const Tensor& self, int64_t dim, bool keepdim) {
+    MaxDimCall call;
+    call.self = self;
+    call.plan = plan_max(self, {wrap_dim(dim, self.dim(), "max")}, keepdim, "max");
+    call.values = empty(call.plan.out_shape, self.dtype(), self.device());
+    call.indices = empty(call.plan.out_shape, DType::i64, self.device());
+    return call;
+  }
+  TensorPair result() const { return {values, indices}; }
+};
+
 // `self` laid out as a contiguous [outer, inner] matrix (reduced dims inner).
 inline Tensor as_outer_inner(const Tensor& self, const ReductionPlan& plan) {
   Shape order;

@@ -143,6 +143,9 @@ struct AttentionBackwardOperands;
 
 // The op table: each op a device computes (TS_BACKEND_OP rows are the backends' own).
 #define TS_NATIVE_OP(result, name, parameters, arguments, operand) result name parameters;
+#define TS_PREPARED_OP(result, name, parameters, arguments, Call) \
+  struct Call;                                                    \
+  result name parameters;
 #define TS_BACKEND_OP(result, name, parameters)
 #include "tessera/tensor/native_ops.inc"
 

@@ -4,6 +4,7 @@
 #include "tessera/config.h"
 #include "tessera/tensor/attention_geometry.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/kernel_shapes.h"
 #include "tessera/tensor/native.h"
 #include "tessera/tensor/optimizer_updates.h"
 
@@ -13,11 +14,14 @@
 // A CUDA tensor goes to cuda::, anything else to cpu::. Each kernel then checks that its
 // other operands are on the same device (a DeviceError naming both devices otherwise).
 // `arguments` comes in its parentheses, as the op table writes it.
-#define TS_ROUTE(tensor, kernel, arguments)                                     \
-  do {                                                                          \
+#define TS_ROUTE(tensor, kernel, arguments)                                                 \
+  do {                                                                                      \
     if ((tensor).defined() && (tensor).is_cuda()) return ::tessera::cuda::kernel arguments; \
-    return ::tessera::cpu::kernel arguments;                                    \
+    return ::tessera::cpu::kernel arguments;                                                \
   } while (false)
+// Runs a prepared op's kernel (void) on `device`.
+#define TS_RUN_ON(device, kernel, arguments) \
+  ((device).is_cuda() ? ::tessera::cuda::kernel arguments : ::tessera::cpu::kernel arguments)
 #define TS_DISPATCH_DEVICE(device, kernel, ...)                                         \
   do {                                                                                  \
     if ((device).is_cuda()) return ::tessera::cuda::kernel((device).index, __VA_ARGS__); \
@@ -26,14 +30,22 @@
 #else
 // Without CUDA a CUDA tensor cannot exist (its allocation throws NotCompiledError).
 #define TS_ROUTE(tensor, kernel, arguments) return ::tessera::cpu::kernel arguments
+#define TS_RUN_ON(device, kernel, arguments) ::tessera::cpu::kernel arguments
 #define TS_DISPATCH_DEVICE(device, kernel, ...) return ::tessera::cpu::kernel((device).index, __VA_ARGS__)
 #endif
 
 namespace tessera::native {
 
-// Every TS_NATIVE_OP row of the op table, routed by its operand's device.
+// Every TS_NATIVE_OP row of the op table, routed by its operand's device, and every
+// TS_PREPARED_OP row: checked and allocated here, its kernel run where there is work.
 #define TS_NATIVE_OP(result, name, parameters, arguments, operand) \
   result name parameters { TS_ROUTE(operand, name, arguments); }
+#define TS_PREPARED_OP(Result, name, parameters, arguments, Call)              \
+  Result name parameters {                                                     \
+    const Call call = Call::prepare arguments;                                 \
+    if (call.has_work()) TS_RUN_ON(call.device(), name, (call));               \
+    return call.result();                                                      \
+  }
 #define TS_BACKEND_OP(result, name, parameters)
 #include "tessera/tensor/native_ops.inc"
 

@@ -232,7 +232,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output_in,
   Tensor grad_input, grad_weight, grad_bias;
   if (want_input) grad_input = cpu::conv2d_backward_input(grad_output_in, weight_in, input_in.sizes(), options);
   if (want_weight) grad_weight = cpu::conv2d_backward_weight(grad_output_in, input_in, weight_in.sizes(), options);
-  if (want_bias) grad_bias = cpu::sum(grad_output_in, {0, 2, 3}, false);
+  if (want_bias) grad_bias = native::sum(grad_output_in, {0, 2, 3}, false);
   return {grad_input, grad_weight, grad_bias};
 }
 

@@ -31,7 +31,7 @@ template <class T>
 using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
 template <class T>
-void sum_kernel(const Tensor& self, const ReductionPlan& plan, Tensor& out) {
+void sum_kernel(const Tensor& self, const ReductionPlan& plan, const Tensor& out) {
   T* po = out.data_ptr<T>();
   const int64_t outer = plan.outer, inner = plan.inner;
   if (reduces_prefix(self, plan)) {
@@ -94,49 +94,24 @@ void max_kernel(const Tensor& self, const ReductionPlan& plan, T* values, int64_
 
 }  // namespace
 
-Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) {
-  check_defined(self, "sum");
-  check_cpu(self, "sum");
-  ReductionPlan plan = plan_reduction(self, dims, keepdim, "sum");
-  DType out_dtype = is_floating(self.dtype()) ? self.dtype() : DType::i64;
-  Tensor out = empty(plan.out_shape, out_dtype, self.device());
-  if (plan.inner == 0) {
-    fill_(out, 0.0);
-    return out;
+// The dispatch layer has checked the input and allocated the outputs (kernel_shapes.h).
+void sum(const SumCall& call) {
+  if (call.self.dtype() == DType::i64) {
+    sum_kernel<int64_t>(call.self, call.plan, call.values);
+    return;
   }
-  if (!is_floating(self.dtype())) {  // integers sum in int64, as in PyTorch
-    sum_kernel<int64_t>(to_dtype(self, DType::i64), plan, out);
-    return out;
-  }
-  dispatch_floating(self.dtype(), "sum", [&]<class T>() { sum_kernel<T>(self, plan, out); });
-  return out;
+  dispatch_floating(call.self.dtype(), "sum", [&]<class T>() { sum_kernel<T>(call.self, call.plan, call.values); });
 }
 
-Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
-  check_defined(self, "amax");
-  check_cpu(self, "amax");
-  check_max_dtype(self, "amax");
-  ReductionPlan plan = plan_reduction(self, dims, keepdim, "amax");
-  TS_CHECK(plan.inner > 0, ValueError, "amax: cannot reduce over an empty dimension of shape ",
-           shape_str(self.sizes()));
-  Tensor out = empty(plan.out_shape, self.dtype(), self.device());
-  dispatch_numeric(self.dtype(), "amax", [&]<class T>() { max_kernel<T>(self, plan, out.data_ptr<T>(), nullptr); });
-  return out;
+void amax(const AmaxCall& call) {
+  dispatch_numeric(call.self.dtype(), "amax",
+                   [&]<class T>() { max_kernel<T>(call.self, call.plan, call.values.data_ptr<T>(), nullptr); });
 }
 
-std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
-  check_defined(self, "max");
-  check_cpu(self, "max");
-  check_max_dtype(self, "max");
-  ReductionPlan plan = plan_reduction(self, {wrap_dim(dim, self.dim(), "max")}, keepdim, "max");
-  TS_CHECK(plan.inner > 0, ValueError, "max: cannot reduce over an empty dimension of shape ",
-           shape_str(self.sizes()));
-  Tensor values = empty(plan.out_shape, self.dtype(), self.device());
-  Tensor indices = empty(plan.out_shape, DType::i64, self.device());
-  dispatch_numeric(self.dtype(), "max", [&]<class T>() {
-    max_kernel<T>(self, plan, values.data_ptr<T>(), indices.data_ptr<int64_t>());
+void max_dim(const MaxDimCall& call) {
+  dispatch_numeric(call.self.dtype(), "max", [&]<class T>() {
+    max_kernel<T>(call.self, call.plan, call.values.data_ptr<T>(), call.indices.data_ptr<int64_t>());
   });
-  return {values, indices};
 }
 
 }  // namespace tessera::cpu

@@ -424,7 +424,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
   Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = cuda::conv2d_backward_input(grad_output, weight, input.sizes(), options);
   if (output_mask[1]) grad_weight = cuda::conv2d_backward_weight(grad_output, input, weight.sizes(), options);
-  if (output_mask[2]) grad_bias = cuda::sum(grad_output, {0, 2, 3}, false);
+  if (output_mask[2]) grad_bias = native::sum(grad_output, {0, 2, 3}, false);
   return {grad_input, grad_weight, grad_bias};
 }
 

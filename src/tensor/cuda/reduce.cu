@@ -357,75 +357,45 @@ void max_rows(const Tensor& matrix, int64_t outer, int64_t inner, T* values, int
 
 }  // namespace
 
-Tensor sum(const Tensor& self, const Shape& dims, bool keepdim) {
-  check_defined(self, "sum");
-  check_cuda(self, "sum");
-  ReductionPlan plan = plan_reduction(self, dims, keepdim, "sum");
-  DeviceGuard guard(self.device());
-  DType out_dtype = is_floating(self.dtype()) ? self.dtype() : DType::i64;
-  Tensor out = empty(plan.out_shape, out_dtype, self.device());
-  if (plan.outer == 0) return out;
-  if (plan.inner == 0) {
-    cuda::fill_(out, 0.0);
-    return out;
-  }
-  // Integers sum in int64, as in PyTorch.
-  Tensor input = is_floating(self.dtype()) ? self : to_dtype(self, DType::i64);
-  const InPlaceSum layout = in_place_sum(input, plan);
-  device_dispatch_all(out_dtype, [&]<class T>() {
-    if constexpr (!std::is_same_v<T, bool>) {  // bool sums in int64
+// The dispatch layer has checked the input and allocated the outputs (kernel_shapes.h).
+void sum(const SumCall& call) {
+  DeviceGuard guard(call.device());
+  const Tensor& input = call.self;
+  Tensor out = call.values;
+  const InPlaceSum layout = in_place_sum(input, call.plan);
+  device_dispatch_all(out.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) {  // bool arrives as int64
       if (layout.kind == InPlaceSum::columns) {
         sum_columns<T>(input, layout.before, layout.middle, out);
       } else if (layout.kind == InPlaceSum::around) {
         sum_around<T>(input, layout.before, layout.middle, layout.after, out);
       } else {
-        sum_rows<T>(as_outer_inner(input, plan), plan.outer, plan.inner, out);
+        sum_rows<T>(as_outer_inner(input, call.plan), call.plan.outer, call.plan.inner, out);
       }
     }
   });
-  return out;
 }
 
-Tensor amax(const Tensor& self, const Shape& dims, bool keepdim) {
-  check_defined(self, "amax");
-  check_cuda(self, "amax");
-  check_max_dtype(self, "amax");
-  ReductionPlan plan = plan_reduction(self, dims, keepdim, "amax");
-  TS_CHECK(plan.inner > 0, ValueError, "amax: cannot reduce over an empty dimension of shape ",
-           shape_str(self.sizes()));
-  DeviceGuard guard(self.device());
-  Tensor out = empty(plan.out_shape, self.dtype(), self.device());
-  if (plan.outer == 0) return out;
-  Tensor indices = empty({plan.outer}, DType::i64, self.device());
-  Tensor matrix = as_outer_inner(self, plan);
-  device_dispatch_all(self.dtype(), [&]<class T>() {
+namespace {
+
+// amax and max(dim): the maximum of each row of the [outer, inner] matrix; amax keeps
+// the positions in a scratch tensor.
+void max_rows_of(const ReductionCall& call) {
+  DeviceGuard guard(call.device());
+  const ReductionPlan& plan = call.plan;
+  Tensor indices = call.indices.defined() ? call.indices : empty({plan.outer}, DType::i64, call.device());
+  Tensor matrix = as_outer_inner(call.self, plan);
+  device_dispatch_all(call.self.dtype(), [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>) {
-      max_rows<T>(matrix, plan.outer, plan.inner, static_cast<T*>(out.data_ptr()),
+      max_rows<T>(matrix, plan.outer, plan.inner, static_cast<T*>(call.values.data_ptr()),
                   static_cast<int64_t*>(indices.data_ptr()));
     }
   });
-  return out;
 }
 
-std::tuple<Tensor, Tensor> max_dim(const Tensor& self, int64_t dim, bool keepdim) {
-  check_defined(self, "max");
-  check_cuda(self, "max");
-  check_max_dtype(self, "max");
-  ReductionPlan plan = plan_reduction(self, {wrap_dim(dim, self.dim(), "max")}, keepdim, "max");
-  TS_CHECK(plan.inner > 0, ValueError, "max: cannot reduce over an empty dimension of shape ",
-           shape_str(self.sizes()));
-  DeviceGuard guard(self.device());
-  Tensor values = empty(plan.out_shape, self.dtype(), self.device());
-  Tensor indices = empty(plan.out_shape, DType::i64, self.device());
-  if (plan.outer == 0) return {values, indices};
-  Tensor matrix = as_outer_inner(self, plan);
-  device_dispatch_all(self.dtype(), [&]<class T>() {
-    if constexpr (!std::is_same_v<T, bool>) {
-      max_rows<T>(matrix, plan.outer, plan.inner, static_cast<T*>(values.data_ptr()),
-                  static_cast<int64_t*>(indices.data_ptr()));
-    }
-  });
-  return {values, indices};
-}
+}  // namespace
+
+void amax(const AmaxCall& call) { max_rows_of(call); }
+void max_dim(const MaxDimCall& call) { max_rows_of(call); }
 
 }  // namespace tessera::cuda
