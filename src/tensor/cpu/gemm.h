@@ -1,6 +1,6 @@
 // General matrix multiply on the CPU, the workhorse behind matmul, linear and im2col
 // convolution: float32 on AVX-512 machines runs sgemm.cpp's kernels (chosen at run time,
-// isa.h), everything else Eigen
+// isa.h), bfloat16 bf16_gemm.h's (float32 sums, the result rounded once), everything else Eigen
 // (or OpenBLAS, in a build configured with -Dblas=openblas). Row-major operands with explicit leading dimensions:
 //   C[m, n] = alpha * op(A) * op(B) + beta * C,   op(X) = X or X^T
 // A is [m, k] (or [k, m] when trans_a), B is [k, n] (or [n, k] when trans_b).
@@ -8,10 +8,17 @@
 
 #include <cstdint>
 
+#include "tessera/tensor/dtype.h"
+
 namespace tessera::cpu {
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+// bfloat16 (bf16_gemm.cpp): C = bf16(alpha op(A) op(B) + beta C) with float32 sums.
+template <>
+void gemm<BFloat16>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, BFloat16 alpha, const BFloat16* a,
+                    int64_t lda, const BFloat16* b, int64_t ldb, BFloat16 beta, BFloat16* c, int64_t ldc);
 
 }  // namespace tessera::cpu

@@ -76,9 +76,24 @@
 #define TESSERA_AVX512_END _Pragma("GCC pop_options")
 #endif
 
+// The same plus AVX512-BF16 (VDPBF16PS, VCVTNE2PS2BF16), for the bfloat16 GEMM's region
+// (bf16_gemm_avx512.cpp); its functions live in tessera::cpu::avx512 too.
+#if defined(__clang__)
+#define TESSERA_AVX512_BF16_BEGIN \
+  _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,bmi,bmi2\"))), apply_to = function)")
+#define TESSERA_AVX512_BF16_END _Pragma("clang attribute pop")
+#else
+#define TESSERA_AVX512_BF16_BEGIN \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,bmi,bmi2\")")
+#define TESSERA_AVX512_BF16_END _Pragma("GCC pop_options")
+#endif
+
 namespace tessera::cpu {
 
 // The AVX-512 kernels may run: the CPU has them and TESSERA_CPU_CAPABILITY allows them.
 inline bool use_avx512() { return cpu_capability() >= CpuCapability::avx512; }
+
+// The AVX512-BF16 kernels may run (TESSERA_CPU_CAPABILITY=avx512 keeps the portable bfloat16 GEMM).
+inline bool use_avx512_bf16() { return cpu_capability() >= CpuCapability::avx512_bf16; }
 
 }  // namespace tessera::cpu

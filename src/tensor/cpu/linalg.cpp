@@ -1,4 +1,5 @@
-// matmul and linear on the CPU: batched GEMM over (broadcast) batch dims.
+// matmul and linear on the CPU: batched GEMM over (broadcast) batch dims. bfloat16 sums in
+// float32 and rounds each result once (gemm<BFloat16>, bf16_gemm.h), as PyTorch's CPU does.
 #include "tessera/tensor/cpu/gemm.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/kernel_shapes.h"
@@ -26,6 +27,19 @@ MatrixOperand as_gemm_operand(const Tensor& matrix) {
   return {copy, false, std::max<int64_t>(cols, 1)};
 }
 
+// dispatch_floating plus bfloat16: the dtypes cpu::gemm computes in.
+template <class Body>
+void dispatch_gemm(DType dtype, std::string_view op, Body&& body) {
+  switch (dtype) {
+    case DType::f32: return body.template operator()<float>();
+    case DType::f64: return body.template operator()<double>();
+    case DType::bf16: return body.template operator()<BFloat16>();
+    default:
+      throw DTypeError(detail::concat(op, ": expected a floating tensor (float32, float64 or bfloat16), got ",
+                                      dtype_name(dtype)));
+  }
+}
+
 template <class T>
 void mm_into(const Tensor& a, const Tensor& b, Tensor& out, T beta) {
   MatrixOperand ma = as_gemm_operand(a), mb = as_gemm_operand(b);
@@ -42,7 +56,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   check_cpu(a_in, "matmul");
   const int64_t batches = plan.batches, m = plan.m, k = plan.k, n = plan.n;
   Tensor out3 = view(plan.out, {batches, m, n});
-  dispatch_floating(a_in.dtype(), "matmul", [&]<class T>() {
+  dispatch_gemm(a_in.dtype(), "matmul", [&]<class T>() {
     if (batches == 1) {
       Tensor o = select(out3, 0, 0);
       // The operands as they are where they view as matrices (a transpose included: the
@@ -73,7 +87,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t rows = x.numel() / std::max<int64_t>(in_features, 1);
   Tensor out = empty(out_shape, x.dtype(), x.device());
   Tensor x2 = contiguous(x);
-  dispatch_floating(x.dtype(), "linear", [&]<class T>() {
+  dispatch_gemm(x.dtype(), "linear", [&]<class T>() {
     T* po = out.data_ptr<T>();
     T beta = T(0);
     if (bias.defined()) {  // start every row at the bias, then accumulate the product
