@@ -94,6 +94,11 @@ void fill_with(void* out, int64_t count, Draw draw) {
 void fill_uniform(void* out, DType dtype, int64_t count, double low, double high, uint64_t seed,
                   uint64_t stream, uint64_t first) {
   double span = high - low;
+  if (dtype == DType::bf16) {  // float draws rounded, as PyTorch draws bfloat16 (a bfloat16 model's init)
+    const float low_f = static_cast<float>(low), span_f = static_cast<float>(span);
+    fill_with<BFloat16>(out, count, [&](uint64_t i) { return uniform_f32_at(seed, stream, first + i) * span_f + low_f; });
+    return;
+  }
   dispatch_floating(dtype, "uniform", [&]<class T>() {
     if constexpr (std::is_same_v<T, float>) {
       // PyTorch computes float draws as low + u * (high - low) in float.
@@ -109,6 +114,12 @@ void fill_uniform(void* out, DType dtype, int64_t count, double low, double high
 
 void fill_normal(void* out, DType dtype, int64_t count, double mean, double std, uint64_t seed,
                  uint64_t stream, uint64_t first) {
+  if (dtype == DType::bf16) {  // float draws rounded, as for uniform
+    fill_with<BFloat16>(out, count, [&](uint64_t i) {
+      return static_cast<float>(standard_normal_at(seed, stream, first + i) * std + mean);
+    });
+    return;
+  }
   dispatch_floating(dtype, "normal", [&]<class T>() {
     fill_with<T>(out, count, [&](uint64_t i) { return standard_normal_at(seed, stream, first + i) * std + mean; });
   });

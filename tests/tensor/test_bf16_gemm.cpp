@@ -147,18 +147,37 @@ TEST_CASE("bfloat16 linear: the bias joins the float32 sum before the one roundi
   CHECK(worst_against_float64(y.reshape({15, 50}), x1, w1, 71) <= 1.0);
 }
 
-TEST_CASE("bfloat16 linear backward: the gradients are bfloat16 products") {
+TEST_CASE("bfloat16 linear backward: the gradients are bfloat16 products and a float32-summed bias gradient") {
   const Tensor x = bf16_randn({4, 9, 70}, 31).requires_grad_(), w = bf16_randn({50, 70}, 32).requires_grad_();
-  const Tensor bias = bf16_randn({50}, 33);  // not trained here: its gradient is a bfloat16 sum
+  const Tensor bias = bf16_randn({50}, 33).requires_grad_();
   const Tensor grad_output = bf16_randn({4, 9, 50}, 34);
   ts::linear(x, w, bias).backward(grad_output);
-  REQUIRE(x.grad().defined());
-  REQUIRE(w.grad().defined());
-  CHECK(x.grad().dtype() == DType::bf16);
-  CHECK(w.grad().dtype() == DType::bf16);
+  for (const Tensor& t : {x, w, bias}) {
+    REQUIRE(t.grad().defined());
+    CHECK(t.grad().dtype() == DType::bf16);
+  }
   const Tensor g = grad_output.reshape({36, 50});
   CHECK(worst_against_float64(x.grad().reshape({36, 70}), g, w.detach(), 50) <= 1.0);
   CHECK(worst_against_float64(w.grad(), g.t(), x.detach().reshape({36, 70}), 36) <= 1.0);
+  // The bias gradient sums g over the rows: a product with a row of ones.
+  CHECK(worst_against_float64(bias.grad().reshape({1, 50}), ts::ones({1, 36}, {.dtype = DType::bf16}), g, 36) <= 1.0);
+}
+
+TEST_CASE("a bfloat16 nn::Linear: its init is float32's rounded, its gradients the functional ones") {
+  ts::nn::Linear layer32(70, 50), layer16(70, 50);
+  layer16.to(DType::bf16);
+  const auto p32 = layer32.parameters(), p16 = layer16.parameters();
+  REQUIRE(p16.size() == 2);
+  for (size_t i = 0; i < p16.size(); ++i) {  // deferred: drawn as float32, rounded
+    CHECK(p16[i].dtype() == DType::bf16);
+    CHECK(bits(p16[i]) == bits(p32[i].to(DType::bf16)));
+  }
+  const Tensor x = bf16_randn({16, 70}, 51), grad_output = bf16_randn({16, 50}, 52);
+  layer16(x).backward(grad_output);
+  const Tensor w = p16[0].detach().clone().requires_grad_(), bias = p16[1].detach().clone().requires_grad_();
+  ts::linear(x, w, bias).backward(grad_output);
+  CHECK(bits(p16[0].grad()) == bits(w.grad()));
+  CHECK(bits(p16[1].grad()) == bits(bias.grad()));
 }
 
 TEST_CASE("the AVX512-BF16 kernel against the portable one, element by element") {
@@ -280,11 +299,13 @@ TEST_CASE("bfloat16 matmul and linear against PyTorch 1.13's, to one bfloat16 st
     agreement.add(ts::matmul(a_t ? a.t() : a, b_t ? b.t() : b), at(prefix + "output"));
   }
   const Tensor x = at("linear/input").clone().requires_grad_(), w = at("linear/weight").clone().requires_grad_();
-  const Tensor y = ts::linear(x, w, at("linear/bias"));
+  const Tensor bias = at("linear/bias").clone().requires_grad_();
+  const Tensor y = ts::linear(x, w, bias);
   agreement.add(y, at("linear/output"));
   y.backward(at("linear/grad_output"));
   agreement.add(x.grad(), at("linear/grad_input"));
   agreement.add(w.grad(), at("linear/grad_weight"));
+  agreement.add(bias.grad(), at("linear/grad_bias"));
   MESSAGE("against PyTorch 1.13 (kernels '", ts::to_string(ts::cpu_capability()), "'): ", agreement.equal, " of ",
           agreement.elements, " bfloat16 results equal, the rest ", agreement.largest_ulps, " step apart at most");
   CHECK(agreement.equal >= agreement.elements * 95 / 100);

@@ -1,10 +1,11 @@
 // Reductions on the CPU. The input is arranged as [outer, inner] with the reduced dims
 // inner (a copy only when they are neither a suffix nor a prefix of the dims); sums of
-// float accumulate in double.
+// float accumulate in double, of bfloat16 in float (rounded to bfloat16 once, as PyTorch).
 #include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "tessera/tensor/cpu/convert.h"
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/cpu/kernels.h"
 #include "tessera/tensor/kernel_shapes.h"
@@ -28,7 +29,8 @@ bool reduces_prefix(const Tensor& self, const ReductionPlan& plan) {
 }
 
 template <class T>
-using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using Accumulator = std::conditional_t<std::is_same_v<T, BFloat16>, float,
+                                       std::conditional_t<std::is_floating_point_v<T>, double, int64_t>>;
 
 template <class T>
 void sum_kernel(const Tensor& self, const ReductionPlan& plan, const Tensor& out) {
@@ -44,9 +46,9 @@ void sum_kernel(const Tensor& self, const ReductionPlan& plan, const Tensor& out
       Accumulator<T> acc[kBlock] = {};
       for (int64_t r = 0; r < inner; ++r) {
         const T* row = x + r * outer;
-        for (int64_t j = begin; j < end; ++j) acc[j - begin] += row[j];
+        for (int64_t j = begin; j < end; ++j) acc[j - begin] += convert<Accumulator<T>>(row[j]);
       }
-      for (int64_t j = begin; j < end; ++j) po[j] = static_cast<T>(acc[j - begin]);
+      for (int64_t j = begin; j < end; ++j) po[j] = convert<T>(acc[j - begin]);
     }
     return;
   }
@@ -56,8 +58,8 @@ void sum_kernel(const Tensor& self, const ReductionPlan& plan, const Tensor& out
   for (int64_t i = 0; i < outer; ++i) {
     Accumulator<T> acc = 0;
     const T* row = x + i * inner;
-    for (int64_t k = 0; k < inner; ++k) acc += row[k];
-    po[i] = static_cast<T>(acc);
+    for (int64_t k = 0; k < inner; ++k) acc += convert<Accumulator<T>>(row[k]);
+    po[i] = convert<T>(acc);
   }
 }
 
@@ -98,6 +100,10 @@ void max_kernel(const Tensor& self, const ReductionPlan& plan, T* values, int64_
 void sum(const SumCall& call) {
   if (call.self.dtype() == DType::i64) {
     sum_kernel<int64_t>(call.self, call.plan, call.values);
+    return;
+  }
+  if (call.self.dtype() == DType::bf16) {  // a bfloat16 Linear's bias gradient
+    sum_kernel<BFloat16>(call.self, call.plan, call.values);
     return;
   }
   dispatch_floating(call.self.dtype(), "sum", [&]<class T>() { sum_kernel<T>(call.self, call.plan, call.values); });
