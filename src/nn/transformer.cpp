@@ -25,6 +25,22 @@ void check_sizes(int64_t d_model, int64_t nhead, const TransformerLayerOptions& 
            options.dim_feedforward);
 }
 
+// `num_layers` copies of `layer` into `layers`, as PyTorch's _get_clones deep-copies: the same
+// configuration, values, dtype, device and training mode.
+template <class Layer>
+void append_copies(ModuleList& layers, Layer& layer, int64_t num_layers, const char* stack) {
+  TS_CHECK(num_layers > 0, ValueError, stack, ": num_layers must be positive, got ", num_layers);
+  const StateDict values = layer.state_dict();
+  const Tensor like = layer.self_attn.out_proj.weight;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    auto& copy = layers.emplace<Layer>(layer.d_model(), layer.nhead(), layer.options());
+    copy.to(like.dtype());
+    copy.to(like.device());
+    copy.load_state_dict(values);
+    copy.train(layer.is_training());
+  }
+}
+
 }  // namespace
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead, const TransformerEncoderLayerOptions& options)
@@ -67,17 +83,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const TransformerEnco
 
 TransformerEncoder::TransformerEncoder(TransformerEncoderLayer& layer, int64_t num_layers, std::shared_ptr<Module> norm_module)
     : norm(std::move(norm_module)) {
-  TS_CHECK(num_layers > 0, ValueError, "TransformerEncoder: num_layers must be positive, got ", num_layers);
-  // Copies as PyTorch's _get_clones deep-copies: the same configuration, values, dtype and device.
-  const StateDict values = layer.state_dict();
-  for (int64_t i = 0; i < num_layers; ++i) {
-    auto& copy = layers.emplace<TransformerEncoderLayer>(layer.d_model(), layer.nhead(), layer.options());
-    const Tensor like = layer.self_attn.out_proj.weight;
-    copy.to(like.dtype());
-    copy.to(like.device());
-    copy.load_state_dict(values);
-    copy.train(layer.is_training());
-  }
+  append_copies(layers, layer, num_layers, "TransformerEncoder");
   register_module("layers", layers);
   if (norm) register_module("norm", *norm);
 }
@@ -100,6 +106,8 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead,
       dropout1(options.dropout),
       dropout2(options.dropout),
       dropout3(options.dropout),
+      d_model_(d_model),
+      nhead_(nhead),
       options_(options),
       gelu_(is_gelu(options.activation, "TransformerDecoderLayer")) {
   register_modules({{"self_attn", self_attn}, {"multihead_attn", multihead_attn}, {"linear1", linear1},
@@ -135,6 +143,19 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
   x = norm1(x + self_attention_block(x));
   x = norm2(x + memory_attention_block(x));
   return norm3(x + feed_forward_block(x));
+}
+
+TransformerDecoder::TransformerDecoder(TransformerDecoderLayer& layer, int64_t num_layers, std::shared_ptr<Module> norm_module)
+    : norm(std::move(norm_module)) {
+  append_copies(layers, layer, num_layers, "TransformerDecoder");
+  register_module("layers", layers);
+  if (norm) register_module("norm", *norm);
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options) {
+  Tensor x = tgt;
+  for (Module& layer : layers) x = static_cast<TransformerDecoderLayer&>(layer)(x, memory, options);
+  return norm ? (*norm)(x) : x;
 }
 
 }  // namespace tessera::nn

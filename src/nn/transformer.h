@@ -1,9 +1,13 @@
-// torch.nn.TransformerEncoderLayer, TransformerEncoder and TransformerDecoderLayer, with
-// PyTorch's submodule names (so state dicts load both ways), defaults and forward.
+// torch.nn.TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer and
+// TransformerDecoder, with PyTorch's submodule names (so state dicts load both ways),
+// defaults and forward.
 //
 //   ts::nn::TransformerEncoderLayer layer(64, 4, {.dim_feedforward = 128, .batch_first = true});
 //   ts::nn::TransformerEncoder encoder(layer, 2);              // layers.0., layers.1., copies of layer
 //   ts::Tensor y = encoder(x, {.src_key_padding_mask = padding});   // x [N, T, 64]
+//   ts::nn::TransformerDecoderLayer block(64, 4, {.batch_first = true});
+//   ts::nn::TransformerDecoder decoder(block, 2, std::make_shared<ts::nn::LayerNorm>(64));
+//   ts::Tensor z = decoder(tgt, y, {.tgt_mask = causal});       // tgt [N, S, 64]
 //
 // Calls with masks go straight to forward(); the one-tensor call encoder(x) goes through
 // Module's call operator, hooks included.
@@ -97,6 +101,10 @@ class TransformerDecoderLayer : public Module {
     return forward(tgt, memory, options);
   }
 
+  int64_t d_model() const { return d_model_; }
+  int64_t nhead() const { return nhead_; }
+  const TransformerDecoderLayerOptions& options() const { return options_; }
+
   MultiheadAttention self_attn, multihead_attn;
   Linear linear1;
   Dropout dropout;
@@ -105,8 +113,25 @@ class TransformerDecoderLayer : public Module {
   Dropout dropout1, dropout2, dropout3;
 
  private:
+  int64_t d_model_, nhead_;
   TransformerDecoderLayerOptions options_;
   bool gelu_ = false;  // else relu
+};
+
+// num_layers copies of `layer`, as TransformerEncoder's, each called with the same memory and
+// masks, then `norm` when given. PyTorch 1.13 has no tgt_is_causal or memory_is_causal here
+// (2.0 added them); they reach each layer as its own flags do.
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(TransformerDecoderLayer& layer, int64_t num_layers, std::shared_ptr<Module> norm = nullptr);
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {});
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {}) {
+    return forward(tgt, memory, options);
+  }
+
+  ModuleList layers;
+  std::shared_ptr<Module> norm;  // null when built without one
+  int64_t num_layers() const { return static_cast<int64_t>(layers.size()); }
 };
 
 }  // namespace tessera::nn

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/nn/mha_reference.safetensors: nn.MultiheadAttention, nn.TransformerEncoderLayer,
-nn.TransformerEncoder and nn.TransformerDecoderLayer in PyTorch 1.13, for
-tests/nn/test_multihead_attention.cpp.
+nn.TransformerEncoder, nn.TransformerDecoderLayer and nn.TransformerDecoder in PyTorch 1.13,
+for tests/nn/test_multihead_attention.cpp.
 
 Every case builds its module with a fixed seed (float64 unless the case says float32),
 moves LayerNorm's affine parameters away from 1 and 0 and the zero-initialised biases away
@@ -186,6 +186,32 @@ def decoder_layer_case(tensors, table, case, seed, norm_first, activation, batch
                   "activation": activation, "batch_first": batch_first, "masks": list(masks)})
 
 
+def decoder_case(tensors, table, case, seed, num_layers, norm, norm_first, activation, batch_first, masks):
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    layer = nn.TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0, activation=activation,
+                                       batch_first=batch_first, norm_first=norm_first)
+    decoder = nn.TransformerDecoder(layer, num_layers, norm=nn.LayerNorm(E) if norm else None).double()
+    perturb(decoder, g)
+    with torch.no_grad():  # the clones start equal; make every layer its own
+        for p in decoder.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    tgt = leaf(randn(g, torch.float64, *((N, L, E) if batch_first else (L, N, E))))
+    memory = leaf(randn(g, torch.float64, *((N, S, E) if batch_first else (S, N, E))))
+    builders = {
+        "tgt_mask": lambda: causal_mask(L),
+        "memory_mask": lambda: randn(g, torch.float64, L, S),
+        "tgt_key_padding_mask": lambda: padding_mask([L, L - 1, L - 2], L),
+        "memory_key_padding_mask": lambda: padding_mask([S - 3, S, S - 1], S),
+    }
+    mask_values = {k: builders[k]() for k in masks}
+    out = decoder(tgt, memory, **mask_values)
+    record(tensors, case, decoder, {"tgt": tgt, "memory": memory}, mask_values, (out,), g)
+    table.append({"case": case, "module": "TransformerDecoder", "num_layers": num_layers,
+                  "norm": "LayerNorm" if norm else None, "norm_first": norm_first, "activation": activation,
+                  "batch_first": batch_first, "masks": list(masks)})
+
+
 def main():
     golden_file.use_one_deterministic_thread()
     tensors, table = {}, []
@@ -214,6 +240,10 @@ def main():
     decoder_layer_case(tensors, table, "decoder_post_norm_relu", 20, False, "relu", False,
                        ["tgt_mask", "tgt_key_padding_mask", "memory_key_padding_mask"])
     decoder_layer_case(tensors, table, "decoder_pre_norm_gelu", 21, True, "gelu", True, ["tgt_mask", "memory_mask"])
+    decoder_case(tensors, table, "decoder_stack_pre_norm", 22, 2, True, True, "gelu", True,
+                 ["tgt_mask", "memory_key_padding_mask"])
+    decoder_case(tensors, table, "decoder_stack_post_norm", 23, 3, False, False, "relu", False,
+                 ["memory_mask", "tgt_key_padding_mask"])
     golden_file.write(OUTPUT, tensors, table, "tests/nn/make_mha_reference.py")
 
 

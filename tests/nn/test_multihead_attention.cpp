@@ -1,5 +1,5 @@
-// nn::MultiheadAttention, TransformerEncoderLayer, TransformerEncoder and
-// TransformerDecoderLayer against PyTorch 1.13 (tests/nn/make_mha_reference.py writes
+// nn::MultiheadAttention, TransformerEncoderLayer, TransformerEncoder,
+// TransformerDecoderLayer and TransformerDecoder against PyTorch 1.13 (tests/nn/make_mha_reference.py writes
 // tests/nn/mha_reference.safetensors): PyTorch's state_dict loads by its own names, and the
 // outputs, attention weights and the gradients of every input and parameter match, for the
 // masks and layouts PyTorch takes. Then a small TransformerEncoder classifier learns a task
@@ -9,8 +9,9 @@
 // 1e-10. Both sides compute the same formulas; only the order of the sums differs (GEMM
 // blockings; the fused kernel's online softmax against PyTorch's explicit one), which
 // moves results by a few ulps times the depth of the computation (sums of at most 32 terms,
-// at most three attentions, LayerNorms and feed-forward blocks in a row): about 1e-15
-// measured, so 1e-10 says "the same computation" with room for any summation order while a
+// at most nine attentions, LayerNorms and feed-forward blocks in a row, in the three-layer
+// decoder stack): measured 7.5e-16 for single layers and 1.6e-15 for the decoder stacks, so
+// 1e-10 says "the same computation" with room for any summation order while a
 // wrong mask, scale or layout shows up as an O(1e-2) error. float32: 1e-5, the same
 // differences at float32's 6e-8 rounding.
 #include <doctest/doctest.h>
@@ -264,6 +265,62 @@ TEST_CASE("TransformerEncoderLayer, TransformerEncoder and TransformerDecoderLay
     worst = std::max(worst, compare(layer, c, y, Tensor(), {{"tgt", tgt}, {"memory", memory}}, f64_tolerance));
   }
   MESSAGE("transformer layers, largest difference from PyTorch (float64): " << worst);
+}
+
+TEST_CASE("TransformerDecoder matches PyTorch 1.13: stacks with and without a final norm, every mask") {
+  struct StackCase {
+    std::string name;
+    int64_t num_layers;
+    bool norm;
+    nn::TransformerLayerOptions options;
+  };
+  double worst = 0;
+  for (const StackCase& spec : std::vector<StackCase>{
+           {"decoder_stack_pre_norm", 2, true,
+            {.dim_feedforward = 32, .dropout = 0.0, .activation = "gelu", .batch_first = true, .norm_first = true}},
+           {"decoder_stack_post_norm", 3, false,
+            {.dim_feedforward = 32, .dropout = 0.0, .activation = "relu", .batch_first = false, .norm_first = false}}}) {
+    const Case c{spec.name};
+    CAPTURE(c.name);
+    nn::TransformerDecoderLayer layer(16, 4, spec.options);
+    nn::TransformerDecoder decoder(layer, spec.num_layers, spec.norm ? std::make_shared<nn::LayerNorm>(16) : nullptr);
+    load_reference_state(decoder, c, DType::f64);
+    Tensor tgt = c.input("tgt"), memory = c.input("memory");
+    Tensor y = decoder(tgt, memory,
+                       {.tgt_mask = c.mask("tgt_mask"), .memory_mask = c.mask("memory_mask"),
+                        .tgt_key_padding_mask = c.mask("tgt_key_padding_mask"),
+                        .memory_key_padding_mask = c.mask("memory_key_padding_mask")});
+    worst = std::max(worst, compare(decoder, c, y, Tensor(), {{"tgt", tgt}, {"memory", memory}}, f64_tolerance));
+  }
+  MESSAGE("TransformerDecoder, largest difference from PyTorch (float64): " << worst);
+}
+
+TEST_CASE("TransformerDecoder: copies of the layer under layers.N, then norm; tgt_is_causal reaches each layer") {
+  nn::TransformerDecoderLayer layer(16, 4, {.dim_feedforward = 32, .dropout = 0.0, .batch_first = true});
+  nn::TransformerDecoder decoder(layer, 2, std::make_shared<nn::LayerNorm>(16));
+  CHECK(decoder.num_layers() == 2);
+  ts::StateDict state = decoder.state_dict();
+  CHECK(state.contains("layers.1.multihead_attn.in_proj_weight"));
+  CHECK(state.contains("layers.0.norm3.bias"));
+  CHECK(state.contains("norm.weight"));
+  CHECK_FALSE(state.contains("layers.2.linear1.weight"));
+  CHECK(ts::equal(state.at("layers.0.linear1.weight"), state.at("layers.1.linear1.weight")));
+  CHECK(ts::equal(state.at("layers.1.self_attn.in_proj_weight"), layer.self_attn.in_proj_weight));
+
+  ts::Generator gen(3);
+  Tensor tgt = ts::randn({2, 6, 16}, gen), memory = ts::randn({2, 4, 16}, gen);
+  Tensor causal = ts::ones({6, 6}, {.dtype = DType::boolean}).triu(1);
+  Tensor flagged = decoder(tgt, memory, {.tgt_is_causal = true});
+  Tensor masked = decoder(tgt, memory, {.tgt_mask = causal});
+  CHECK(test_support::largest_error(flagged, masked) <= 1e-6);
+  // Causal: changing the last target position leaves the earlier outputs as they were.
+  Tensor changed = tgt.clone();
+  changed.narrow(1, 5, 1).fill_(3.0);
+  Tensor after = decoder(changed, memory, {.tgt_is_causal = true});
+  CHECK(test_support::largest_error(after.narrow(1, 0, 5), flagged.narrow(1, 0, 5)) <= 1e-6);
+  CHECK(test_support::largest_error(after.narrow(1, 5, 1), flagged.narrow(1, 5, 1)) > 1e-2);
+
+  CHECK(contains(error_of([&] { nn::TransformerDecoder(layer, 0); }), "TransformerDecoder: num_layers must be positive, got 0"));
 }
 
 TEST_CASE("TransformerEncoder: layers are copies of the given layer under PyTorch's names") {
