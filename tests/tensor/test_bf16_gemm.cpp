@@ -13,7 +13,7 @@
 // 1.13's results (tests/tensor/bf16_matmul_reference.safetensors, written by
 // make_bf16_matmul_reference.py): each rounds its own float32 sum once, so the two agree to
 // within one bfloat16 ulp wherever their float32 sums, which add in different orders, fall
-// on the same side of a rounding boundary and next to it otherwise (measured: all 27852
+// on the same side of a rounding boundary and next to it otherwise (measured: all 27982
 // results of the file equal; the kernel and the portable one differ in 20 of 270456, by
 // 2 steps at most, where sums cancel). The test runs twice (tests/tensor/meson.build): on
 // the kernels the CPU allows, and under TESSERA_CPU_CAPABILITY=default (the portable GEMM
