@@ -1,7 +1,8 @@
 // What the tests of the example programs share: the program under test, named by an
 // environment variable that meson test sets (GPT2_EXAMPLE, MNIST_EXAMPLE, ...), run with
-// arguments; the data helpers; the events of its --json output; and a checkpoint folder's
-// "latest" pointed back at an earlier step, as a run stopped there would have left it.
+// arguments; the data helpers (a fake MNIST among them); the events of its --json output;
+// and a checkpoint folder's "latest" pointed back at an earlier step, as a run stopped there
+// would have left it.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -39,6 +40,20 @@ inline std::vector<json::Value> events(const std::string& out, const std::string
     if (event.at("event").as_string() == kind) found.push_back(event);
   }
   return found;
+}
+
+// A fake MNIST split in MNIST's layout (`prefix`: "train" or "t10k"): `samples` images whose
+// pixels encode their label (a bright band of rows), so a network can learn it.
+inline void write_fake_mnist_split(const std::filesystem::path& root, const std::string& prefix, uint32_t samples) {
+  Bytes images = data_test::idx_header(0x08, {samples, 28, 28});
+  Bytes labels = data_test::idx_header(0x08, {samples});
+  for (uint32_t i = 0; i < samples; ++i) {
+    uint8_t label = static_cast<uint8_t>(i % 10);
+    labels.push_back(label);
+    for (int p = 0; p < 784; ++p) images.push_back(static_cast<uint8_t>((p / 78 == label) ? 255 : (i * 13 + p) % 40));
+  }
+  data_test::write_raw(root / (prefix + "-images-idx3-ubyte"), images);
+  data_test::write_raw(root / (prefix + "-labels-idx1-ubyte"), labels);
 }
 
 // Makes `checkpoints`/latest name `step_folder` ("step-00000004").

@@ -10,22 +10,9 @@ namespace {
 
 Run run_example(const std::string& arguments) { return example_test::run_program_of("MNIST_EXAMPLE", arguments); }
 
-// A fake MNIST: `samples` images whose pixels encode their label, so the network can learn.
-void write_split(const std::filesystem::path& root, const std::string& prefix, uint32_t samples) {
-  Bytes images = data_test::idx_header(0x08, {samples, 28, 28});
-  Bytes labels = data_test::idx_header(0x08, {samples});
-  for (uint32_t i = 0; i < samples; ++i) {
-    uint8_t label = static_cast<uint8_t>(i % 10);
-    labels.push_back(label);
-    for (int p = 0; p < 784; ++p) images.push_back(static_cast<uint8_t>((p / 78 == label) ? 255 : (i * 13 + p) % 40));
-  }
-  data_test::write_raw(root / (prefix + "-images-idx3-ubyte"), images);
-  data_test::write_raw(root / (prefix + "-labels-idx1-ubyte"), labels);
-}
-
 void write_fake_mnist(const std::filesystem::path& root) {
-  write_split(root, "train", 96);
-  write_split(root, "t10k", 40);
+  example_test::write_fake_mnist_split(root, "train", 96);
+  example_test::write_fake_mnist_split(root, "t10k", 40);
 }
 
 std::string read_text(const std::string& path) {
