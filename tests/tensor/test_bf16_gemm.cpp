@@ -1,5 +1,5 @@
-// bfloat16 matmul and linear on the CPU (gemm<BFloat16>, src/tensor/cpu/bf16_gemm.h): float32
-// sums, the result rounded to bfloat16 once.
+// bfloat16 matmul, linear and conv2d on the CPU (gemm<BFloat16>, src/tensor/cpu/bf16_gemm.h):
+// float32 sums, the result rounded to bfloat16 once.
 //
 // Against float64: the float64 product of the same bfloat16 operands is the exact sum (each
 // product of two bfloat16 is exact in float32 and float64, and the float64 sum of k of them
@@ -178,6 +178,37 @@ TEST_CASE("a bfloat16 nn::Linear: its init is float32's rounded, its gradients t
   ts::linear(x, w, bias).backward(grad_output);
   CHECK(bits(p16[0].grad()) == bits(w.grad()));
   CHECK(bits(p16[1].grad()) == bits(bias.grad()));
+}
+
+TEST_CASE("bfloat16 conv2d: forward and gradients within the float64 bound") {
+  struct ConvCase {
+    ts::Conv2dFuncOptions options;
+    const char* name;
+  };
+  for (const ConvCase& c : {ConvCase{{}, "stride 1"}, ConvCase{{.stride = 2, .padding = 1}, "stride 2, padding 1"}}) {
+    CAPTURE(std::string(c.name));
+    const Tensor x = bf16_randn({3, 5, 11, 10}, 61).requires_grad_(), w = bf16_randn({7, 5, 3, 3}, 62).requires_grad_();
+    const Tensor bias = bf16_randn({7}, 63).requires_grad_();
+    const Tensor y = ts::conv2d(x, w, bias, c.options);
+    CHECK(y.dtype() == DType::bf16);
+    const Tensor grad_output = bf16_randn(y.sizes(), 64);
+    y.backward(grad_output);
+    // The float64 convolution of the same values, and of their absolute values for the bound.
+    auto f64 = [](const Tensor& t, bool magnitude) {
+      Tensor v = t.detach().to(DType::f64);
+      return (magnitude ? v.abs() : v).requires_grad_();
+    };
+    const Tensor xe = f64(x, false), we = f64(w, false), be = f64(bias, false);
+    const Tensor xm = f64(x, true), wm = f64(w, true), bm = f64(bias, true);
+    const Tensor ye = ts::conv2d(xe, we, be, c.options), ym = ts::conv2d(xm, wm, bm, c.options);
+    ye.backward(grad_output.to(DType::f64));
+    ym.backward(grad_output.to(DType::f64).abs());
+    const int64_t out_positions = y.size(0) * y.size(2) * y.size(3);
+    CHECK(worst_against(values(y), values(ye), values(ym), 5 * 3 * 3 + 1) <= 1.0);
+    CHECK(worst_against(values(x.grad()), values(xe.grad()), values(xm.grad()), 7 * 3 * 3) <= 1.0);
+    CHECK(worst_against(values(w.grad()), values(we.grad()), values(wm.grad()), out_positions) <= 1.0);
+    CHECK(worst_against(values(bias.grad()), values(be.grad()), values(bm.grad()), out_positions) <= 1.0);
+  }
 }
 
 TEST_CASE("the AVX512-BF16 kernel against the portable one, element by element") {

@@ -7,6 +7,10 @@
 // im2col lays the input patches out as a [C*kh*kw, oh*ow] matrix, so the convolution is
 // W[O, C*kh*kw] * col. Samples are spread across threads, each with its own column
 // buffer; the GEMMs inside a thread then run single-threaded.
+// bfloat16 sums in float32 and rounds each result once, as PyTorch's CPU: the forward is
+// im2col + gemm<BFloat16> (the bias joins the float32 sum); the gradients, which col2im and
+// the batch would otherwise sum in bfloat16, are the float32 backward of the widened
+// operands, rounded.
 #include <omp.h>
 
 #include <vector>
@@ -98,7 +102,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
     return out;
   }
 #endif
-  dispatch_floating(input.dtype(), "conv2d", [&]<class T>() {
+  dispatch_gemm(input.dtype(), "conv2d", [&]<class T>() {
     const T* x = static_cast<const T*>(input.data_ptr());
     const T* w = static_cast<const T*>(weight.data_ptr());
     const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
@@ -128,6 +132,11 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
                              const Conv2dFuncOptions& options) {
   check_conv_operands(grad_output_in, weight_in, "conv2d_backward_input");
   check_cpu(grad_output_in, "conv2d_backward_input");
+  if (grad_output_in.dtype() == DType::bf16) {
+    return to_dtype(cpu::conv2d_backward_input(to_dtype(grad_output_in, DType::f32),
+                                               to_dtype(weight_in, DType::f32), input_shape, options),
+                    DType::bf16);
+  }
   ConvGeometry g = conv_geometry(input_shape, weight_in.sizes(), options);
   Tensor grad_output = contiguous(grad_output_in), weight = contiguous(weight_in);
   Tensor grad_input = empty(input_shape, grad_output.dtype(), grad_output.device());
@@ -162,6 +171,11 @@ Tensor conv2d_backward_weight(const Tensor& grad_output_in, const Tensor& input_
                               const Conv2dFuncOptions& options) {
   check_conv_operands(grad_output_in, input_in, "conv2d_backward_weight");
   check_cpu(grad_output_in, "conv2d_backward_weight");
+  if (grad_output_in.dtype() == DType::bf16) {
+    return to_dtype(cpu::conv2d_backward_weight(to_dtype(grad_output_in, DType::f32),
+                                                to_dtype(input_in, DType::f32), weight_shape, options),
+                    DType::bf16);
+  }
   ConvGeometry g = conv_geometry(input_in.sizes(), weight_shape, options);
   Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
 #if TESSERA_X86_KERNELS

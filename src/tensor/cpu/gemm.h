@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "tessera/tensor/dtype.h"
 
@@ -20,5 +21,19 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
 template <>
 void gemm<BFloat16>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, BFloat16 alpha, const BFloat16* a,
                     int64_t lda, const BFloat16* b, int64_t ldb, BFloat16 beta, BFloat16* c, int64_t ldc);
+
+// dispatch_floating (dtype.h) plus bfloat16: the dtypes gemm computes in, for the ops built
+// on it (matmul, linear, convolution's forward). `op` names the caller in the error.
+template <class Body>
+void dispatch_gemm(DType dtype, std::string_view op, Body&& body) {
+  switch (dtype) {
+    case DType::f32: return body.template operator()<float>();
+    case DType::f64: return body.template operator()<double>();
+    case DType::bf16: return body.template operator()<BFloat16>();
+    default:
+      throw DTypeError(detail::concat(op, ": expected a floating tensor (float32, float64 or bfloat16), got ",
+                                      dtype_name(dtype)));
+  }
+}
 
 }  // namespace tessera::cpu

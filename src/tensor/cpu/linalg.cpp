@@ -27,19 +27,6 @@ MatrixOperand as_gemm_operand(const Tensor& matrix) {
   return {copy, false, std::max<int64_t>(cols, 1)};
 }
 
-// dispatch_floating plus bfloat16: the dtypes cpu::gemm computes in.
-template <class Body>
-void dispatch_gemm(DType dtype, std::string_view op, Body&& body) {
-  switch (dtype) {
-    case DType::f32: return body.template operator()<float>();
-    case DType::f64: return body.template operator()<double>();
-    case DType::bf16: return body.template operator()<BFloat16>();
-    default:
-      throw DTypeError(detail::concat(op, ": expected a floating tensor (float32, float64 or bfloat16), got ",
-                                      dtype_name(dtype)));
-  }
-}
-
 template <class T>
 void mm_into(const Tensor& a, const Tensor& b, Tensor& out, T beta) {
   MatrixOperand ma = as_gemm_operand(a), mb = as_gemm_operand(b);
