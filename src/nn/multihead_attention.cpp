@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tessera/autograd/spatial_ops.h"
 #include "tessera/nn/activation_checkpoint.h"
 #include "tessera/nn/batch_scope.h"
 #include "tessera/nn/init.h"
@@ -46,8 +47,6 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, con
            " and ", vdim_);
   TS_CHECK(options.dropout >= 0 && options.dropout <= 1, ValueError,
            "MultiheadAttention: dropout must be in [0, 1], got ", options.dropout);
-  TS_CHECK(!options.add_bias_kv && !options.add_zero_attn, ValueError,
-           "MultiheadAttention: add_bias_kv and add_zero_attn are not supported");
   // Registration in PyTorch's order, so that state_dict() lists the same keys in the same order.
   if (kdim_ == embed_dim && vdim_ == embed_dim) {
     in_proj_weight = deferred_parameter({3 * embed_dim, embed_dim}, xavier_uniform(embed_dim, 3 * embed_dim));
@@ -64,6 +63,13 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, con
     in_proj_bias = deferred_parameter({3 * embed_dim}, init::zeros());
     register_parameter("in_proj_bias", in_proj_bias);
     init::set_init_rule(out_proj.bias, init::zeros());  // PyTorch's _reset_parameters zeroes it
+  }
+  if (options.add_bias_kv) {
+    // xavier_normal_ of [1, 1, E]: fan_in = fan_out = E (the trailing dim is the receptive field).
+    bias_k = deferred_parameter({1, 1, embed_dim}, init::xavier_normal(embed_dim, embed_dim));
+    bias_v = deferred_parameter({1, 1, embed_dim}, init::xavier_normal(embed_dim, embed_dim));
+    register_parameter("bias_k", bias_k);
+    register_parameter("bias_v", bias_v);
   }
   register_module("out_proj", out_proj);
 }
@@ -119,9 +125,21 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
     k = linear(key, weight_part(1), bias_part(1));
     v = linear(value, weight_part(2), bias_part(2));
   }
+  // add_bias_kv: the learned key and value after every sequence's keys.
+  const int64_t extra_keys = (bias_k.defined() ? 1 : 0) + (options_.add_zero_attn ? 1 : 0);
+  if (bias_k.defined()) {
+    k = cat({k, bias_k.expand({1, N, E})}, 0);
+    v = cat({v, bias_v.expand({1, N, E})}, 0);
+  }
   // [T, N, E] -> [N, H, T, D], read in place by the attention kernel.
   auto heads = [&](const Tensor& t, int64_t T) { return t.reshape({T, N, H, D}).permute({1, 2, 0, 3}); };
-  q = heads(q, L), k = heads(k, S), v = heads(v, S);
+  q = heads(q, L), k = heads(k, k.size(0)), v = heads(v, v.size(0));
+  // add_zero_attn: a zero key and value after them, per head.
+  if (options_.add_zero_attn) {
+    const Tensor zero = zeros({N, H, 1, D}, {.dtype = k.dtype(), .device = k.device()});
+    k = cat({k, zero}, 2);
+    v = cat({v, zero}, 2);
+  }
 
   // The masks, as one additive mask broadcasting to [N, H, L, S].
   Tensor mask;
@@ -139,7 +157,7 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
       mask = additive_mask(m, q, "attn_mask").reshape({N, H, L, S});
     }
   } else if (options.is_causal) {
-    if (!options.key_padding_mask.defined() && !options.need_weights) {
+    if (!options.key_padding_mask.defined() && !options.need_weights && extra_keys == 0) {
       causal_in_kernel = true;
     } else {
       Tensor future = ones({L, S}, {.dtype = DType::boolean, .device = q.device()}).triu(1);
@@ -154,6 +172,8 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
     Tensor padding = additive_mask(m, q, "key_padding_mask").reshape({N, 1, 1, S});
     mask = mask.defined() ? mask + padding : padding;
   }
+  // The masks cover the S keys given; the appended keys are allowed (PyTorch pads with 0 and false).
+  if (mask.defined() && extra_keys > 0) mask = pad(mask, {0, extra_keys});
 
   const double dropout_p = is_training() ? options_.dropout : 0.0;
   const DropoutKey dropout_key = dropout_p > 0 ? attention_dropout_key() : DropoutKey{};

@@ -8,7 +8,10 @@
 // Parameters: in_proj_weight [3E, E] (xavier_uniform_), in_proj_bias [3E] (zeros),
 // out_proj.weight [E, E] (Linear's init), out_proj.bias [E] (zeros); with kdim or vdim other
 // than embed_dim, q_proj_weight [E, E], k_proj_weight [E, kdim] and v_proj_weight [E, vdim]
-// take in_proj_weight's place, as in PyTorch.
+// take in_proj_weight's place, as in PyTorch. add_bias_kv adds bias_k and bias_v [1, 1, E]
+// (xavier_normal_), a learned key and value appended to every sequence after the projections;
+// add_zero_attn appends a zero key and value to every head after that. Masks are given for
+// the keys passed in and allow the appended ones.
 #pragma once
 
 #include <optional>
@@ -23,8 +26,8 @@ namespace tessera::nn {
 struct MultiheadAttentionOptions {
   double dropout = 0.0;  // on the attention weights, in training mode only
   bool bias = true;      // in_proj_bias and out_proj.bias
-  bool add_bias_kv = false;    // not supported: true throws
-  bool add_zero_attn = false;  // not supported: true throws
+  bool add_bias_kv = false;    // bias_k and bias_v: a learned key and value appended to the keys
+  bool add_zero_attn = false;  // a zero key and value appended to every head's keys
   std::optional<int64_t> kdim{};  // key features; embed_dim when unset
   std::optional<int64_t> vdim{};  // value features; embed_dim when unset
   bool batch_first = false;       // [N, L, E] instead of PyTorch's default [L, N, E]
@@ -70,6 +73,7 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight;  // [3E, E]; undefined with kdim or vdim other than embed_dim
   Tensor q_proj_weight, k_proj_weight, v_proj_weight;  // defined only then
   Tensor in_proj_bias;    // [3E]; undefined without bias
+  Tensor bias_k, bias_v;  // [1, 1, E]; defined only with add_bias_kv
   Linear out_proj;
 
  private:

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes tests/nn/mha_reference.safetensors: nn.MultiheadAttention, nn.TransformerEncoderLayer,
 nn.TransformerEncoder, nn.TransformerDecoderLayer and nn.TransformerDecoder in PyTorch 1.13,
-for tests/nn/test_multihead_attention.cpp.
+for tests/nn/test_multihead_attention.cpp; and tests/nn/mha_extra_keys_reference.safetensors,
+MultiheadAttention with add_bias_kv and add_zero_attn (the same entries).
 
 Every case builds its module with a fixed seed (float64 unless the case says float32),
 moves LayerNorm's affine parameters away from 1 and 0 and the zero-initialised biases away
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "golden"))
 import golden_file  # noqa: E402
 
 OUTPUT = os.path.join(HERE, "mha_reference.safetensors")
+OUTPUT_EXTRA_KEYS = os.path.join(HERE, "mha_extra_keys_reference.safetensors")
 E, H, L, S, N, FF = 16, 4, 5, 7, 3, 32
 
 
@@ -82,10 +84,11 @@ def leaf(t):
 
 def mha_case(tensors, table, case, seed, dtype=torch.float64, batch_first=False, self_attention=True,
              key_is_value=True, unbatched=False, bias=True, kdim=None, vdim=None, masks=None,
-             need_weights=True, average=True):
+             need_weights=True, average=True, add_bias_kv=False, add_zero_attn=False):
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
-    mha = nn.MultiheadAttention(E, H, bias=bias, batch_first=batch_first, kdim=kdim, vdim=vdim).to(dtype)
+    mha = nn.MultiheadAttention(E, H, bias=bias, batch_first=batch_first, kdim=kdim, vdim=vdim,
+                                add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn).to(dtype)
     perturb(mha, g)
 
     def shaped(T, features):
@@ -108,9 +111,15 @@ def mha_case(tensors, table, case, seed, dtype=torch.float64, batch_first=False,
     masks = {k: v(g, T, dtype) for k, v in (masks or {}).items()}
     out, weights = mha(query, key, value, need_weights=need_weights, average_attn_weights=average, **masks)
     record(tensors, case, mha, inputs, masks, (out, weights), g)
-    table.append({"case": case, "module": "MultiheadAttention", "dtype": str(dtype), "batch_first": batch_first,
-                  "inputs": list(inputs), "masks": list(masks), "need_weights": need_weights,
-                  "average_attn_weights": average, "bias": bias, "kdim": kdim, "vdim": vdim})
+    entry = {"case": case, "module": "MultiheadAttention", "dtype": str(dtype), "batch_first": batch_first,
+             "inputs": list(inputs), "masks": list(masks), "need_weights": need_weights,
+             "average_attn_weights": average, "bias": bias, "kdim": kdim, "vdim": vdim}
+    # Only where set, so that the older cases' table entries stay as they were.
+    if add_bias_kv:
+        entry["add_bias_kv"] = True
+    if add_zero_attn:
+        entry["add_zero_attn"] = True
+    table.append(entry)
 
 
 # Mask builders: (generator, source length, dtype) -> mask.
@@ -245,6 +254,19 @@ def main():
     decoder_case(tensors, table, "decoder_stack_post_norm", 23, 3, False, False, "relu", False,
                  ["memory_mask", "tgt_key_padding_mask"])
     golden_file.write(OUTPUT, tensors, table, "tests/nn/make_mha_reference.py")
+
+    # add_bias_kv and add_zero_attn, in a file of their own (the first is at golden_file's size limit).
+    tensors, table = {}, []
+    mha_case(tensors, table, "mha_bias_kv", 30, masks={"attn_mask": float_mask_2d, "key_padding_mask": kpm},
+             add_bias_kv=True)
+    mha_case(tensors, table, "mha_zero_attn_causal", 31, batch_first=True, masks={"attn_mask": bool_causal},
+             average=False, add_zero_attn=True)
+    mha_case(tensors, table, "mha_bias_kv_zero_attn_cross", 32, self_attention=False, key_is_value=False,
+             kdim=10, vdim=12, masks={"attn_mask": float_mask_3d, "key_padding_mask": kpm}, need_weights=False,
+             add_bias_kv=True, add_zero_attn=True)
+    mha_case(tensors, table, "mha_bias_kv_unbatched", 33, unbatched=True, masks={"key_padding_mask": kpm_unbatched},
+             add_bias_kv=True, add_zero_attn=True)
+    golden_file.write(OUTPUT_EXTRA_KEYS, tensors, table, "tests/nn/make_mha_reference.py")
 
 
 if __name__ == "__main__":
