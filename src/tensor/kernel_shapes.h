@@ -423,6 +423,55 @@ inline NllLayout check_nll_operands(const Tensor& log_probs, const Tensor& targe
   return layout;
 }
 
+// The backward's operands (nll_loss_backward, cross_entropy_backward_): the forward's,
+// and a gradient and total weight on log_probs' device and of its dtype, the gradient of
+// the loss's shape under `reduction`.
+inline NllLayout check_nll_backward_operands(const Tensor& grad_output, const Tensor& log_probs, const Tensor& target,
+                                             const Tensor& weight, Reduction reduction, const Tensor& total_weight,
+                                             const char* op) {
+  const NllLayout layout = check_nll_operands(log_probs, target, weight);
+  check_defined(grad_output, op, "gradient");
+  check_defined(total_weight, op, "total weight");
+  check_same_device(log_probs, grad_output, op);
+  check_same_device(log_probs, total_weight, op);
+  check_same_dtype(log_probs, grad_output, op);
+  check_same_dtype(log_probs, total_weight, op);
+  TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? layout.positions() : 1), ShapeError, op,
+           ": gradient of shape ", shape_str(grad_output.sizes()), " does not match target of shape ",
+           shape_str(target.sizes()), " with this reduction");
+  return layout;
+}
+
+// What the nll_loss_backward kernels take (a TS_PREPARED_OP): the operands made
+// contiguous, their layout, and the input's gradient, allocated and zeroed (each position
+// then writes its one non-zero, at its target's class).
+struct NllLossBackwardCall {
+  Tensor grad_output, target, weight, total_weight;
+  Reduction reduction = Reduction::mean;
+  int64_t ignore_index = -100;
+  NllLayout layout;
+  Tensor grad_input;
+
+  static NllLossBackwardCall prepare(const Tensor& grad_output, const Tensor& log_probs, const Tensor& target,
+                                     const Tensor& weight, Reduction reduction, int64_t ignore_index,
+                                     const Tensor& total_weight) {
+    NllLossBackwardCall call;
+    call.layout = check_nll_backward_operands(grad_output, log_probs, target, weight, reduction, total_weight,
+                                              "nll_loss_backward");
+    call.grad_output = contiguous(grad_output);
+    call.target = contiguous(target);
+    call.weight = contiguous_if_defined(weight);
+    call.total_weight = contiguous(total_weight);
+    call.reduction = reduction;
+    call.ignore_index = ignore_index;
+    call.grad_input = zeros(log_probs.sizes(), log_probs.dtype(), log_probs.device());
+    return call;
+  }
+  Device device() const { return grad_input.device(); }
+  bool has_work() const { return layout.positions() > 0; }
+  Tensor result() const { return grad_input; }
+};
+
 // The loss's shape: the target's for Reduction::none, else 0-d.
 inline Shape nll_loss_shape(const Tensor& target, Reduction reduction) {
   return reduction == Reduction::none ? target.sizes() : Shape{};
@@ -523,6 +572,37 @@ inline ChannelLayout check_batch_norm_backward_operands(const Tensor& grad_outpu
   check_channel_tensor(save_invstd, input, layout.channels, op, "save_invstd");
   return layout;
 }
+
+// What the batch_norm_backward kernels take (a TS_PREPARED_OP): the operands made
+// contiguous (weight may be undefined), their layout, and the gradients output_mask asks
+// for, allocated (the others undefined).
+struct BatchNormBackwardCall {
+  Tensor grad_output, input, weight, save_mean, save_invstd;
+  bool training = false;
+  ChannelLayout layout;
+  Tensor grad_input, grad_weight, grad_bias;
+
+  static BatchNormBackwardCall prepare(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                       const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                                       std::array<bool, 3> output_mask) {
+    BatchNormBackwardCall call;
+    call.layout = check_batch_norm_backward_operands(grad_output, input, weight, save_mean, save_invstd);
+    call.grad_output = contiguous(grad_output);
+    call.input = contiguous(input);
+    call.weight = contiguous_if_defined(weight);
+    call.save_mean = contiguous(save_mean);
+    call.save_invstd = contiguous(save_invstd);
+    call.training = training;
+    const Shape channels{call.layout.channels};
+    if (output_mask[0]) call.grad_input = empty(input.sizes(), input.dtype(), input.device());
+    if (output_mask[1]) call.grad_weight = empty(channels, input.dtype(), input.device());
+    if (output_mask[2]) call.grad_bias = empty(channels, input.dtype(), input.device());
+    return call;
+  }
+  Device device() const { return input.device(); }
+  bool has_work() const { return layout.channels > 0; }
+  TensorTriple result() const { return {grad_input, grad_weight, grad_bias}; }
+};
 
 // ---- Adaptive average pooling ----
 

@@ -93,33 +93,21 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
   return {t.output, t.mean, t.inverse_std};
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output_in, const Tensor& input_in,
-                                                       const Tensor& weight_in, const Tensor& save_mean_in,
-                                                       const Tensor& save_invstd_in, bool training,
-                                                       std::array<bool, 3> output_mask) {
-  const char* op = "batch_norm_backward";
-  const ChannelLayout layout =
-      check_batch_norm_backward_operands(grad_output_in, input_in, weight_in, save_mean_in, save_invstd_in);
-  check_cpu(grad_output_in, op);
-
-  Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
-  Tensor weight = contiguous_if_defined(weight_in);
-  Tensor save_mean = contiguous(save_mean_in), save_invstd = contiguous(save_invstd_in);
-  Tensor grad_input, grad_weight, grad_bias;
-  if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype(), input.device());
-  if (output_mask[1]) grad_weight = empty({layout.channels}, input.dtype(), input.device());
-  if (output_mask[2]) grad_bias = empty({layout.channels}, input.dtype(), input.device());
-  if (layout.channels == 0) return {grad_input, grad_weight, grad_bias};
-
-  dispatch_floating(input.dtype(), op, [&]<class T>() {
+// Operands checked, made contiguous and the gradients allocated by the dispatch layer.
+void batch_norm_backward(const BatchNormBackwardCall& call) {
+  const Tensor &grad_output = call.grad_output, &input = call.input, &weight = call.weight;
+  const Tensor &grad_input = call.grad_input, &grad_weight = call.grad_weight, &grad_bias = call.grad_bias;
+  const ChannelLayout& layout = call.layout;
+  const bool training = call.training;
+  dispatch_floating(input.dtype(), "batch_norm_backward", [&]<class T>() {
     const T* x = input.numel() > 0 ? input.data_ptr<T>() : nullptr;
     const T* dy = input.numel() > 0 ? grad_output.data_ptr<T>() : nullptr;
-    T* dx = output_mask[0] && input.numel() > 0 ? grad_input.data_ptr<T>() : nullptr;
-    T* dw = output_mask[1] ? grad_weight.data_ptr<T>() : nullptr;
-    T* db = output_mask[2] ? grad_bias.data_ptr<T>() : nullptr;
+    T* dx = grad_input.defined() && input.numel() > 0 ? grad_input.data_ptr<T>() : nullptr;
+    T* dw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+    T* db = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
     const T* w = data_or_null<T>(weight);
-    const T* means = save_mean.data_ptr<T>();
-    const T* invstds = save_invstd.data_ptr<T>();
+    const T* means = call.save_mean.data_ptr<T>();
+    const T* invstds = call.save_invstd.data_ptr<T>();
     const int64_t channels = layout.channels, inner = layout.inner, outer = layout.outer;
     const int64_t n = layout.count();
 
@@ -157,7 +145,6 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
       if (db != nullptr) db[c] = static_cast<T>(sum);
     }
   });
-  return {grad_input, grad_weight, grad_bias};
 }
 
 }  // namespace tessera::cpu

@@ -137,48 +137,37 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& ta
   return {loss, total_weight};
 }
 
-Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, const Tensor& target_in,
-                         const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
-                         const Tensor& total_weight) {
-  const NllLayout layout = check_nll_operands(log_probs, target_in, weight_in);
-  check_cpu(log_probs, "nll_loss_backward");
-  Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
-  Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
-  const int64_t positions = layout.positions(), classes = layout.classes, inner = layout.inner;
-  TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? positions : 1), ShapeError,
-           "nll_loss_backward: gradient of shape ", shape_str(grad_output.sizes()), " does not match target of shape ",
-           shape_str(target.sizes()), " with this reduction");
-  Tensor grad_input = zeros(log_probs.sizes(), log_probs.dtype(), log_probs.device());
-  dispatch_floating(log_probs.dtype(), "nll_loss_backward", [&]<class T>() {
-    const T* g = static_cast<const T*>(grad_output.data_ptr());
-    const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
-    const T* w = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
-    T* dx = grad_input.data_ptr<T>();
-    const T scale = reduction == Reduction::mean ? g[0] / total_weight.item<T>() : g[0];
+// Operands checked, made contiguous and the gradient allocated by the dispatch layer.
+void nll_loss_backward(const NllLossBackwardCall& call) {
+  const int64_t positions = call.layout.positions(), classes = call.layout.classes, inner = call.layout.inner;
+  const Reduction reduction = call.reduction;
+  dispatch_floating(call.grad_input.dtype(), "nll_loss_backward", [&]<class T>() {
+    const T* g = static_cast<const T*>(call.grad_output.data_ptr());
+    const int64_t* t = static_cast<const int64_t*>(call.target.data_ptr());
+    const T* w = call.weight.defined() ? static_cast<const T*>(call.weight.data_ptr()) : nullptr;
+    T* dx = call.grad_input.data_ptr<T>();
+    const T scale = reduction == Reduction::mean ? g[0] / call.total_weight.item<T>() : g[0];
     for (int64_t p = 0; p < positions; ++p) {
       const int64_t cls = t[p];
-      if (cls == ignore_index || cls < 0 || cls >= classes) continue;  // the forward refused those
+      if (cls == call.ignore_index || cls < 0 || cls >= classes) continue;  // the forward refused those
       const T row_scale = reduction == Reduction::none ? g[p] : scale;
       dx[((p / inner) * classes + cls) * inner + p % inner] = -(w ? w[cls] : T(1)) * row_scale;
     }
   });
-  return grad_input;
 }
 
 void cross_entropy_backward_(Tensor& log_probs, const Tensor& grad_output_in, const Tensor& target_in,
                              const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
                              const Tensor& total_weight) {
   const char* op = "cross_entropy_backward_";
-  const NllLayout layout = check_nll_operands(log_probs, target_in, weight_in);
+  const NllLayout layout =
+      check_nll_backward_operands(grad_output_in, log_probs, target_in, weight_in, reduction, total_weight, op);
   check_cpu(log_probs, op);
   TS_CHECK(log_probs.is_contiguous(), ShapeError, op, ": log_probs of shape ", shape_str(log_probs.sizes()),
            " must be contiguous (it becomes the gradient in place)");
   Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
   Tensor weight = weight_in.defined() ? contiguous(weight_in) : Tensor();
   const int64_t positions = layout.positions(), classes = layout.classes, inner = layout.inner;
-  TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? positions : 1), ShapeError, op, ": gradient of shape ",
-           shape_str(grad_output.sizes()), " does not match target of shape ", shape_str(target.sizes()),
-           " with this reduction");
   dispatch_floating(log_probs.dtype(), op, [&]<class T>() {
     const T* g = static_cast<const T*>(grad_output.data_ptr());
     const int64_t* t = static_cast<const int64_t*>(target.data_ptr());

@@ -143,32 +143,19 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input_in, const Tens
   return {t.output, t.mean, t.inverse_std};
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output_in, const Tensor& input_in,
-                                                       const Tensor& weight_in, const Tensor& save_mean_in,
-                                                       const Tensor& save_invstd_in, bool training,
-                                                       std::array<bool, 3> output_mask) {
-  const ChannelLayout layout =
-      check_batch_norm_backward_operands(grad_output_in, input_in, weight_in, save_mean_in, save_invstd_in);
-  check_cuda(grad_output_in, "batch_norm_backward");
-  DeviceGuard guard(input_in.device());
-  Tensor grad_output = contiguous(grad_output_in), input = contiguous(input_in);
-  Tensor weight = contiguous_if_defined(weight_in);
-  Tensor save_mean = contiguous(save_mean_in), save_invstd = contiguous(save_invstd_in);
-  Tensor grad_input, grad_weight, grad_bias;
-  if (output_mask[0]) grad_input = empty(input.sizes(), input.dtype(), input.device());
-  if (output_mask[1]) grad_weight = empty({layout.channels}, input.dtype(), input.device());
-  if (output_mask[2]) grad_bias = empty({layout.channels}, input.dtype(), input.device());
-  if (layout.channels == 0) return {grad_input, grad_weight, grad_bias};
+// Operands checked, made contiguous and the gradients allocated by the dispatch layer.
+void batch_norm_backward(const BatchNormBackwardCall& call) {
+  DeviceGuard guard(call.device());
+  const ChannelLayout& layout = call.layout;
   const Channels l{layout.outer, layout.channels, layout.inner};
-  device_dispatch_floating(input.dtype(), "batch_norm_backward", [&]<class T>() {
+  device_dispatch_floating(call.input.dtype(), "batch_norm_backward", [&]<class T>() {
     batch_norm_backward_kernel<T><<<static_cast<unsigned>(layout.channels), kThreads, 0,
-                                    compute_stream(input.device().index)>>>(
-        pointer_or_null<T>(grad_output), pointer_or_null<T>(input), pointer_or_null<T>(weight),
-        pointer_or_null<T>(save_mean), pointer_or_null<T>(save_invstd), l, training, mutable_or_null<T>(grad_input),
-        mutable_or_null<T>(grad_weight), mutable_or_null<T>(grad_bias));
+                                    compute_stream(call.device().index)>>>(
+        pointer_or_null<T>(call.grad_output), pointer_or_null<T>(call.input), pointer_or_null<T>(call.weight),
+        pointer_or_null<T>(call.save_mean), pointer_or_null<T>(call.save_invstd), l, call.training,
+        mutable_or_null<T>(call.grad_input), mutable_or_null<T>(call.grad_weight), mutable_or_null<T>(call.grad_bias));
     TS_CUDA_CHECK_LAUNCH("batch_norm_backward_kernel");
   });
-  return {grad_input, grad_weight, grad_bias};
 }
 
 }  // namespace tessera::cuda

@@ -100,38 +100,18 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& log_probs_in, const Tensor& ta
   return {loss, total_weight};
 }
 
-Tensor nll_loss_backward(const Tensor& grad_output_in, const Tensor& log_probs, const Tensor& target_in,
-                         const Tensor& weight_in, Reduction reduction, int64_t ignore_index,
-                         const Tensor& total_weight_in) {
-  const NllLayout layout = check_nll_operands(log_probs, target_in, weight_in);
-  check_cuda(log_probs, "nll_loss_backward");
-  check_defined(grad_output_in, "nll_loss_backward", "gradient");
-  check_defined(total_weight_in, "nll_loss_backward", "total weight");
-  check_same_device(log_probs, grad_output_in, "nll_loss_backward");
-  check_same_device(log_probs, total_weight_in, "nll_loss_backward");
-  check_same_dtype(log_probs, grad_output_in, "nll_loss_backward");
-  check_same_dtype(log_probs, total_weight_in, "nll_loss_backward");
-  DeviceGuard guard(log_probs.device());
-  const Device device = log_probs.device();
-  Tensor grad_output = contiguous(grad_output_in), target = contiguous(target_in);
-  Tensor total_weight = contiguous(total_weight_in);
-  Tensor weight = contiguous_if_defined(weight_in);
-  const int64_t rows = layout.positions(), classes = layout.classes, inner = layout.inner;
-  TS_CHECK(grad_output.numel() == (reduction == Reduction::none ? rows : 1), ShapeError,
-           "nll_loss_backward: gradient of shape ", shape_str(grad_output.sizes()), " does not match target of shape ",
-           shape_str(target.sizes()), " with this reduction");
-  Tensor grad_input = empty(log_probs.sizes(), log_probs.dtype(), device);
-  device_dispatch_floating_bf16(log_probs.dtype(), "nll_loss_backward", [&]<class T>() {
-    cuda::fill_(grad_input, 0.0);
-    if (rows == 0) return;
-    nll_loss_backward_kernel<T><<<blocks_for(rows), kThreads, 0, compute_stream(device.index)>>>(
-        static_cast<const T*>(grad_output.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
-        weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr,
-        static_cast<const T*>(total_weight.data_ptr()), rows, classes, inner, ignore_index, reduction,
-        static_cast<T*>(grad_input.data_ptr()));
+// Operands checked, made contiguous and the gradient allocated (zeroed) by the dispatch layer.
+void nll_loss_backward(const NllLossBackwardCall& call) {
+  DeviceGuard guard(call.device());
+  const int64_t rows = call.layout.positions();
+  device_dispatch_floating_bf16(call.grad_input.dtype(), "nll_loss_backward", [&]<class T>() {
+    nll_loss_backward_kernel<T><<<blocks_for(rows), kThreads, 0, compute_stream(call.device().index)>>>(
+        static_cast<const T*>(call.grad_output.data_ptr()), static_cast<const int64_t*>(call.target.data_ptr()),
+        call.weight.defined() ? static_cast<const T*>(call.weight.data_ptr()) : nullptr,
+        static_cast<const T*>(call.total_weight.data_ptr()), rows, call.layout.classes, call.layout.inner,
+        call.ignore_index, call.reduction, static_cast<T*>(call.grad_input.data_ptr()));
     TS_CUDA_CHECK_LAUNCH("nll_loss_backward_kernel");
   });
-  return grad_input;
 }
 
 // The two kernels composed, their result copied over log_probs: the CPU's values, but not
@@ -141,7 +121,7 @@ void cross_entropy_backward_(Tensor& log_probs, const Tensor& grad_output, const
                              const Tensor& total_weight) {
   check_cuda(log_probs, "cross_entropy_backward_");
   const Tensor nll_grad =
-      nll_loss_backward(grad_output, log_probs, target, weight, reduction, ignore_index, total_weight);
+      native::nll_loss_backward(grad_output, log_probs, target, weight, reduction, ignore_index, total_weight);
   copy_(log_probs, log_softmax_backward(nll_grad, log_probs, log_probs.dim() == 1 ? 0 : 1));
 }
 
