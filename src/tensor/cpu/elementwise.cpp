@@ -3,6 +3,7 @@
 
 #include "tessera/tensor/cpu/loops.h"
 #include "tessera/tensor/cpu/kernels.h"
+#include "tessera/tensor/comparison_rules.h"
 #include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cpu {
@@ -53,23 +54,6 @@ T apply_arithmetic(BinaryOp op, T a, T b) {
       if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
       return a < b ? a : b;
     default: return a;
-  }
-}
-
-template <class T>
-bool apply_comparison(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::eq: return a == b;
-    case BinaryOp::ne: return a != b;
-    case BinaryOp::lt: return a < b;
-    case BinaryOp::le: return a <= b;
-    case BinaryOp::gt: return a > b;
-    case BinaryOp::ge: return a >= b;
-    // The logical ops read "nonzero" (NaN counts as true, as in PyTorch).
-    case BinaryOp::logical_and: return a != T(0) && b != T(0);
-    case BinaryOp::logical_or: return a != T(0) || b != T(0);
-    case BinaryOp::logical_xor: return (a != T(0)) != (b != T(0));
-    default: return false;
   }
 }
 

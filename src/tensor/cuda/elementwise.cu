@@ -8,6 +8,7 @@
 #include "tessera/tensor/cuda/cuda_runtime.h"
 #include "tessera/tensor/cuda/elementwise.cuh"
 #include "tessera/tensor/cuda/kernels.h"
+#include "tessera/tensor/comparison_rules.h"
 #include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cuda {
@@ -76,23 +77,6 @@ __device__ C apply_arithmetic(BinaryOp op, C a, C b) {
       if constexpr (std::is_floating_point_v<C>) if (is_nan(a) || is_nan(b)) return a + b;
       return a < b ? a : b;
     default: return a;
-  }
-}
-
-template <class C>
-__device__ bool apply_comparison(BinaryOp op, C a, C b) {
-  switch (op) {
-    case BinaryOp::eq: return a == b;
-    case BinaryOp::ne: return a != b;
-    case BinaryOp::lt: return a < b;
-    case BinaryOp::le: return a <= b;
-    case BinaryOp::gt: return a > b;
-    case BinaryOp::ge: return a >= b;
-    // The logical ops read "nonzero" (NaN counts as true), as on the CPU.
-    case BinaryOp::logical_and: return a != C(0) && b != C(0);
-    case BinaryOp::logical_or: return a != C(0) || b != C(0);
-    case BinaryOp::logical_xor: return (a != C(0)) != (b != C(0));
-    default: return false;
   }
 }
 
