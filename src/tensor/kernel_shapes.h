@@ -313,6 +313,33 @@ inline void check_conv_bias(const Tensor& input, const Tensor& bias, const ConvG
            shape_str(bias.sizes()), " does not match ", g.out_channels, " output channels");
 }
 
+// What the conv2d kernels take (a TS_PREPARED_OP): the operands made contiguous (bias may
+// be undefined), their geometry and the output [N, O, oh, ow], allocated.
+struct Conv2dCall {
+  Tensor input, weight, bias;
+  Conv2dFuncOptions options;
+  ConvGeometry geometry;
+  Tensor out;
+
+  static Conv2dCall prepare(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                            const Conv2dFuncOptions& options) {
+    check_conv_operands(input, weight, "conv2d");
+    Conv2dCall call;
+    call.geometry = conv_geometry(input.sizes(), weight.sizes(), options);
+    check_conv_bias(input, bias, call.geometry);
+    call.input = contiguous(input);
+    call.weight = contiguous(weight);
+    call.bias = contiguous_if_defined(bias);
+    call.options = options;
+    const ConvGeometry& g = call.geometry;
+    call.out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, input.dtype(), input.device());
+    return call;
+  }
+  Device device() const { return input.device(); }
+  bool has_work() const { return out.numel() > 0; }
+  Tensor result() const { return out; }
+};
+
 // ---- Pooling ----
 
 struct PoolGeometry {

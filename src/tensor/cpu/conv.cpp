@@ -86,20 +86,16 @@ shifted::Geometry shifted_geometry(const ConvGeometry& g) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, const Conv2dFuncOptions& options) {
-  check_conv_operands(input_in, weight_in, "conv2d");
-  check_cpu(input_in, "conv2d");
-  ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
-  check_conv_bias(input_in, bias_in, g);
-  Tensor input = contiguous(input_in), weight = contiguous(weight_in);
-  Tensor bias = contiguous_if_defined(bias_in);
-  Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, input.dtype(), input.device());
+// Operands checked, made contiguous and the output allocated by the dispatch layer.
+void conv2d(const Conv2dCall& call) {
+  const Tensor &input = call.input, &weight = call.weight, &bias = call.bias, &out = call.out;
+  const ConvGeometry& g = call.geometry;
 #if TESSERA_X86_KERNELS
-  if (use_shifted(input.dtype(), options)) {
+  if (use_shifted(input.dtype(), call.options)) {
     shifted::forward(shifted_geometry(g), static_cast<const float*>(input.data_ptr()),
                      static_cast<const float*>(weight.data_ptr()),
                      bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr, out.data_ptr<float>());
-    return out;
+    return;
   }
 #endif
   dispatch_gemm(input.dtype(), "conv2d", [&]<class T>() {
@@ -125,7 +121,6 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
       }
     }
   });
-  return out;
 }
 
 Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_in, const Shape& input_shape,

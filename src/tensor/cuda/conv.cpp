@@ -315,28 +315,22 @@ void check_sizes(const ConvGeometry& g, const char* op) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Conv2dFuncOptions& options) {
-  check_conv_operands(input_in, weight_in, "conv2d");
-  check_cuda(input_in, "conv2d");
-  ConvGeometry g = conv_geometry(input_in.sizes(), weight_in.sizes(), options);
-  check_conv_bias(input_in, bias, g);
-  const DType dtype = input_in.dtype();
+// Operands checked, made contiguous and the output allocated by the dispatch layer.
+void conv2d(const Conv2dCall& call) {
+  const ConvGeometry& g = call.geometry;
+  const DType dtype = call.input.dtype();
   const ConvTypes types = conv_types(dtype, "conv2d");
-  DeviceGuard guard(input_in.device());
-  const Device device = input_in.device();
-  Tensor out = empty({g.batch, g.out_channels, g.out_h, g.out_w}, dtype, device);
-  if (out.numel() == 0) return out;
+  DeviceGuard guard(call.device());
+  Tensor out = call.out;
   if (g.patch() == 0) {
     cuda::fill_(out, 0.0);
   } else {
     check_sizes(g, "conv2d");
-    Tensor input = contiguous(input_in), weight = contiguous(weight_in);
-    ConvCall call = conv_call(device, g, dtype, types, "conv2d");
-    run_direction<cudnnConvolutionFwdAlgoPerf_t>(call, call.plan.forward, input.data_ptr(), weight.data_ptr(),
-                                                 out.data_ptr(), "conv2d", g);
+    ConvCall cudnn = conv_call(call.device(), g, dtype, types, "conv2d");
+    run_direction<cudnnConvolutionFwdAlgoPerf_t>(cudnn, cudnn.plan.forward, call.input.data_ptr(),
+                                                 call.weight.data_ptr(), out.data_ptr(), "conv2d", g);
   }
-  if (bias.defined()) cuda::binary_(BinaryOp::add, out, view(contiguous(bias), {1, g.out_channels, 1, 1}));
-  return out;
+  if (call.bias.defined()) cuda::binary_(BinaryOp::add, out, view(call.bias, {1, g.out_channels, 1, 1}));
 }
 
 Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_in, const Shape& input_shape,
@@ -399,7 +393,7 @@ namespace {
 }
 }  // namespace
 
-Tensor conv2d(const Tensor&, const Tensor&, const Tensor&, const Conv2dFuncOptions&) { needs_cudnn("conv2d"); }
+void conv2d(const Conv2dCall&) { needs_cudnn("conv2d"); }
 Tensor conv2d_backward_input(const Tensor&, const Tensor&, const Shape&, const Conv2dFuncOptions&) {
   needs_cudnn("conv2d_backward_input");
 }
