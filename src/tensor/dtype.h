@@ -1,6 +1,7 @@
-// Element types. f64 exists for gradient checks, bf16 for CUDA mixed precision, i64 for
-// labels and indices, u8 for raw images, boolean ("bool", one byte holding 0 or 1) for
-// comparison results and masks, as torch.bool.
+// Element types. f64 exists for gradient checks, bf16 for mixed precision (CUDA; on the
+// CPU matmul, linear and conv2d so far), i64 for labels and indices, u8 for raw images,
+// boolean ("bool", one byte holding 0 or 1) for comparison results and masks, as
+// torch.bool.
 #pragma once
 
 #include <cstdint>
