@@ -46,21 +46,43 @@ Tensor Module::deferred_parameter(const Shape& shape, const InitRule& rule, DTyp
 }
 
 Tensor Module::operator()(Tensor input) {
-  if (call_wrapper_) {
-    return call_wrapper_(*this, std::move(input), [this](Tensor x) { return call_with_hooks(std::move(x)); });
-  }
-  return call_with_hooks(std::move(input));
+  std::vector<Tensor> inputs;
+  inputs.push_back(std::move(input));
+  return call(std::move(inputs), [this](std::vector<Tensor>& x) { return std::vector<Tensor>{forward(std::move(x[0]))}; })
+      .front();
 }
 
-Tensor Module::call_with_hooks(Tensor input) {
+std::vector<Tensor> Module::call(std::vector<Tensor> inputs, const CallForward& forward) {
+  TS_CHECK(!inputs.empty(), ValueError, type_name(), " '", path_, "': a call needs at least one tensor argument");
+  if (!call_wrapper_) return call_with_hooks(std::move(inputs), forward);
+  TS_CHECK(inputs.size() == 1, ValueError, type_name(), " '", path_,
+           "' has a call wrapper (activation checkpointing), which takes one tensor, but this call passes ",
+           inputs.size(), "; checkpoint a module that holds it and is called with one tensor");
+  // Captured by value: checkpointing runs the call again in backward, after this returns.
+  Tensor output = call_wrapper_(*this, std::move(inputs.front()), [this, forward](Tensor x) {
+    std::vector<Tensor> args;
+    args.push_back(std::move(x));
+    std::vector<Tensor> outputs = call_with_hooks(std::move(args), forward);
+    TS_CHECK(outputs.size() == 1, ValueError, type_name(), " '", path_,
+             "' has a call wrapper (activation checkpointing), which returns one tensor, but this call returns ",
+             outputs.size(), "; checkpoint a module that holds it and returns one tensor");
+    return outputs.front();
+  });
+  return {std::move(output)};
+}
+
+std::vector<Tensor> Module::call_with_hooks(std::vector<Tensor> inputs, const CallForward& forward) {
   for (HookEntry& h : hooks_) {
-    if (h.pre) h.pre(*this, input);
+    if (h.pre) h.pre(*this, inputs.front());
+    if (h.pre_args) h.pre_args(*this, std::span<Tensor>(inputs));
   }
-  Tensor output = forward(std::move(input));
+  std::vector<Tensor> outputs = forward(inputs);
+  TS_CHECK(!outputs.empty(), Error, type_name(), " '", path_, "': its forward returned no tensor");
   for (HookEntry& h : hooks_) {
-    if (h.post) h.post(*this, output);
+    if (h.post) h.post(*this, outputs.front());
+    if (h.post_outputs) h.post_outputs(*this, std::span<Tensor>(outputs));
   }
-  return output;
+  return outputs;
 }
 
 Tensor Module::forward(Tensor) {
@@ -353,13 +375,25 @@ std::vector<std::pair<std::string, Tensor*>> Module::state_slots() {
 
 int Module::register_forward_pre_hook(ForwardPreHook hook) {
   int handle = next_hook_handle_++;
-  hooks_.push_back({handle, std::move(hook), nullptr});
+  hooks_.push_back({handle, std::move(hook), nullptr, nullptr, nullptr});
   return handle;
 }
 
 int Module::register_forward_hook(ForwardHook hook) {
   int handle = next_hook_handle_++;
-  hooks_.push_back({handle, nullptr, std::move(hook)});
+  hooks_.push_back({handle, nullptr, std::move(hook), nullptr, nullptr});
+  return handle;
+}
+
+int Module::register_forward_args_pre_hook(ForwardArgsPreHook hook) {
+  int handle = next_hook_handle_++;
+  hooks_.push_back({handle, nullptr, nullptr, std::move(hook), nullptr});
+  return handle;
+}
+
+int Module::register_forward_outputs_hook(ForwardOutputsHook hook) {
+  int handle = next_hook_handle_++;
+  hooks_.push_back({handle, nullptr, nullptr, nullptr, std::move(hook)});
   return handle;
 }
 

@@ -26,6 +26,7 @@
 #include <iosfwd>
 #include <typeinfo>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,13 @@ class Module {
  public:
   using ForwardPreHook = std::function<void(Module& module, Tensor& input)>;
   using ForwardHook = std::function<void(Module& module, Tensor& output)>;
+  // Hooks that see every tensor of a call, as PyTorch's see the args tuple and the output
+  // tuple: MultiheadAttention's (query, key, value) and (output, weights). They may replace
+  // any of them. A ForwardPreHook sees inputs[0] and a ForwardHook outputs[0].
+  using ForwardArgsPreHook = std::function<void(Module& module, std::span<Tensor> inputs)>;
+  using ForwardOutputsHook = std::function<void(Module& module, std::span<Tensor> outputs)>;
+  // The computation of one call, given its tensor arguments after the pre-hooks.
+  using CallForward = std::function<std::vector<Tensor>(std::vector<Tensor>& inputs)>;
   using StateDictOverride = std::function<StateDict(Module& module)>;
   using LoadStateDictOverride = std::function<void(Module& module, const StateDict& state, bool strict)>;
   using StateShapesOverride = std::function<std::vector<std::pair<std::string, Shape>>(Module& module)>;
@@ -61,8 +69,16 @@ class Module {
   // Calls forward through the forward hooks (FSDP gathers parameters in them), and the
   // hooks and forward through the call wrapper when one is set.
   Tensor operator()(Tensor input);
+  // The same for any signature: a module whose forward takes or returns several tensors
+  // defines its call operator through this, so that hooks run as for one tensor (FSDP's
+  // gathering, resharding and backward registration among them). `inputs` are the call's
+  // tensor arguments (non-tensor ones and masks go in `forward`'s closure, captured by
+  // value: a checkpointed call runs it again in backward), `forward` returns the outputs.
+  // A call wrapper (activation checkpointing) takes one tensor and returns one, so a
+  // wrapped module's call must too; anything else is refused, naming the module.
+  std::vector<Tensor> call(std::vector<Tensor> inputs, const CallForward& forward);
   // The computation. Modules whose forward takes something other than one tensor define
-  // their own call operator and leave this one throwing.
+  // their own call operator (through call()) and leave this one throwing.
   virtual Tensor forward(Tensor input);
   // The class name used in messages, printing and FSDP's module_type policy: by default the
   // class's own name without namespaces ("Linear", "Net"), as PyTorch's repr shows it.
@@ -124,6 +140,8 @@ class Module {
   // Hooks; the returned handle removes them.
   int register_forward_pre_hook(ForwardPreHook hook);
   int register_forward_hook(ForwardHook hook);
+  int register_forward_args_pre_hook(ForwardArgsPreHook hook);
+  int register_forward_outputs_hook(ForwardOutputsHook hook);
   void remove_hook(int handle);
   // Every call of this module goes through `wrapper` (null removes it). Activation
   // checkpointing (checkpoint.h) wraps the whole call, hooks included, so that FSDP's
@@ -176,6 +194,8 @@ class Module {
     int handle;
     ForwardPreHook pre;
     ForwardHook post;
+    ForwardArgsPreHook pre_args;
+    ForwardOutputsHook post_outputs;
   };
 
   void check_new_name(const std::string& name, const char* what) const;
@@ -189,7 +209,7 @@ class Module {
   std::vector<ParameterEntry> parameters_;
   std::vector<BufferEntry> buffers_;
   std::vector<ChildEntry> children_;
-  Tensor call_with_hooks(Tensor input);
+  std::vector<Tensor> call_with_hooks(std::vector<Tensor> inputs, const CallForward& forward);
 
   std::vector<HookEntry> hooks_;
   CallWrapper call_wrapper_;

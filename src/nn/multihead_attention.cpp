@@ -84,6 +84,15 @@ DropoutKey MultiheadAttention::attention_dropout_key() {
   });
 }
 
+std::tuple<Tensor, Tensor> MultiheadAttention::operator()(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                          const MultiheadAttentionForwardOptions& options) {
+  std::vector<Tensor> outputs = call({query, key, value}, [this, options](std::vector<Tensor>& in) {
+    auto [output, weights] = forward(in[0], in[1], in[2], options);
+    return std::vector<Tensor>{std::move(output), std::move(weights)};
+  });
+  return {std::move(outputs[0]), std::move(outputs[1])};
+}
+
 std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, const Tensor& key_in,
                                                        const Tensor& value_in,
                                                        const MultiheadAttentionForwardOptions& options) {

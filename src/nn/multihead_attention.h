@@ -60,10 +60,10 @@ class MultiheadAttention : public Module {
   // every key is masked gets NaN, as in PyTorch); without, the fused kernel gives it 0.
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const MultiheadAttentionForwardOptions& options = {});
+  // forward() through Module::call: hooks see (query, key, value) and (output, weights), so
+  // FSDP gathers a sharded attention's parameters for it and registers its backward.
   std::tuple<Tensor, Tensor> operator()(const Tensor& query, const Tensor& key, const Tensor& value,
-                                        const MultiheadAttentionForwardOptions& options = {}) {
-    return forward(query, key, value, options);
-  }
+                                        const MultiheadAttentionForwardOptions& options = {});
   // No extra_repr: PyTorch prints MultiheadAttention with its out_proj only.
 
   int64_t embed_dim() const { return embed_dim_; }

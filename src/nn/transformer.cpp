@@ -60,6 +60,11 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                     {"norm1", norm1}, {"norm2", norm2}, {"dropout1", dropout1}, {"dropout2", dropout2}});
 }
 
+Tensor TransformerEncoderLayer::operator()(const Tensor& src, const TransformerEncoderForwardOptions& options) {
+  return call({src}, [this, options](std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0], options)}; })
+      .front();
+}
+
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const TransformerEncoderForwardOptions& options) {
   auto self_attention_block = [&](const Tensor& x) {
     auto [attended, unused] = self_attn(x, x, x,
@@ -88,6 +93,11 @@ TransformerEncoder::TransformerEncoder(TransformerEncoderLayer& layer, int64_t n
   if (norm) register_module("norm", *norm);
 }
 
+Tensor TransformerEncoder::operator()(const Tensor& src, const TransformerEncoderForwardOptions& options) {
+  return call({src}, [this, options](std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0], options)}; })
+      .front();
+}
+
 Tensor TransformerEncoder::forward(const Tensor& src, const TransformerEncoderForwardOptions& options) {
   Tensor x = src;
   for (Module& layer : layers) x = static_cast<TransformerEncoderLayer&>(layer)(x, options);
@@ -113,6 +123,13 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead,
   register_modules({{"self_attn", self_attn}, {"multihead_attn", multihead_attn}, {"linear1", linear1},
                     {"dropout", dropout}, {"linear2", linear2}, {"norm1", norm1}, {"norm2", norm2}, {"norm3", norm3},
                     {"dropout1", dropout1}, {"dropout2", dropout2}, {"dropout3", dropout3}});
+}
+
+Tensor TransformerDecoderLayer::operator()(const Tensor& tgt, const Tensor& memory,
+                                           const TransformerDecoderForwardOptions& options) {
+  return call({tgt, memory},
+              [this, options](std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0], in[1], options)}; })
+      .front();
 }
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options) {
@@ -150,6 +167,13 @@ TransformerDecoder::TransformerDecoder(TransformerDecoderLayer& layer, int64_t n
   append_copies(layers, layer, num_layers, "TransformerDecoder");
   register_module("layers", layers);
   if (norm) register_module("norm", *norm);
+}
+
+Tensor TransformerDecoder::operator()(const Tensor& tgt, const Tensor& memory,
+                                      const TransformerDecoderForwardOptions& options) {
+  return call({tgt, memory},
+              [this, options](std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0], in[1], options)}; })
+      .front();
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options) {

@@ -9,8 +9,8 @@
 //   ts::nn::TransformerDecoder decoder(block, 2, std::make_shared<ts::nn::LayerNorm>(64));
 //   ts::Tensor z = decoder(tgt, y, {.tgt_mask = causal});       // tgt [N, S, 64]
 //
-// Calls with masks go straight to forward(); the one-tensor call encoder(x) goes through
-// Module's call operator, hooks included.
+// Every call operator goes through Module::call, hooks included (FSDP's gathering, activation
+// checkpointing); the hooks see src, or tgt and memory.
 #pragma once
 
 #include <memory>
@@ -58,7 +58,7 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(Tensor src) override { return forward(src, TransformerEncoderForwardOptions{}); }
   Tensor forward(const Tensor& src, const TransformerEncoderForwardOptions& options);
   using Module::operator();
-  Tensor operator()(const Tensor& src, const TransformerEncoderForwardOptions& options) { return forward(src, options); }
+  Tensor operator()(const Tensor& src, const TransformerEncoderForwardOptions& options);
 
   int64_t d_model() const { return d_model_; }
   int64_t nhead() const { return nhead_; }
@@ -85,7 +85,7 @@ class TransformerEncoder : public Module {
   Tensor forward(Tensor src) override { return forward(src, TransformerEncoderForwardOptions{}); }
   Tensor forward(const Tensor& src, const TransformerEncoderForwardOptions& options);
   using Module::operator();
-  Tensor operator()(const Tensor& src, const TransformerEncoderForwardOptions& options) { return forward(src, options); }
+  Tensor operator()(const Tensor& src, const TransformerEncoderForwardOptions& options);
 
   ModuleList layers;
   std::shared_ptr<Module> norm;  // null when built without one
@@ -97,9 +97,7 @@ class TransformerDecoderLayer : public Module {
  public:
   TransformerDecoderLayer(int64_t d_model, int64_t nhead, const TransformerDecoderLayerOptions& options = {});
   Tensor forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {});
-  Tensor operator()(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {}) {
-    return forward(tgt, memory, options);
-  }
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {});
 
   int64_t d_model() const { return d_model_; }
   int64_t nhead() const { return nhead_; }
@@ -125,9 +123,7 @@ class TransformerDecoder : public Module {
  public:
   TransformerDecoder(TransformerDecoderLayer& layer, int64_t num_layers, std::shared_ptr<Module> norm = nullptr);
   Tensor forward(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {});
-  Tensor operator()(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {}) {
-    return forward(tgt, memory, options);
-  }
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const TransformerDecoderForwardOptions& options = {});
 
   ModuleList layers;
   std::shared_ptr<Module> norm;  // null when built without one

@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <random>
+#include <span>
 #include <tessera/tessera.h>
 
 #include "test_support.h"
@@ -420,4 +422,94 @@ TEST_CASE("a TransformerEncoder classifier learns whether the first token repeat
   const double accuracy = (model(ids).argmax(1) == labels).to(DType::f64).mean().item<double>();
   MESSAGE("held-out accuracy after 300 steps: " << accuracy);
   CHECK(accuracy >= 0.95);
+}
+
+// Calls of several tensors go through Module::call, so hooks run for them as for one tensor
+// (FSDP gathers, reshards and registers backward in them: tests/fsdp/test_fsdp_attention.cpp).
+TEST_CASE("MultiheadAttention's call runs its hooks, which see (query, key, value) and (output, weights)") {
+  ts::manual_seed(3);
+  nn::MultiheadAttention attention(8, 2, {.batch_first = true});
+  attention.to(DType::f64);
+  Tensor query = ts::randn({2, 3, 8}).to(DType::f64), memory = ts::randn({2, 4, 8}).to(DType::f64);
+  std::vector<ts::Shape> seen_inputs, seen_outputs;
+  Tensor first_input, first_output;
+  attention.register_forward_pre_hook([&](nn::Module&, Tensor& input) { first_input = input; });
+  attention.register_forward_args_pre_hook([&](nn::Module&, std::span<Tensor> inputs) {
+    for (Tensor& t : inputs) seen_inputs.push_back(t.sizes());
+    inputs[0] = inputs[0] * 2.0;  // hooks may replace an argument, as PyTorch's pre-hooks return new args
+  });
+  attention.register_forward_outputs_hook([&](nn::Module&, std::span<Tensor> outputs) {
+    for (Tensor& t : outputs) seen_outputs.push_back(t.sizes());
+  });
+  attention.register_forward_hook([&](nn::Module&, Tensor& output) { first_output = output; });
+  auto [output, weights] = attention(query, memory, memory);
+  CHECK(seen_inputs == std::vector<ts::Shape>{{2, 3, 8}, {2, 4, 8}, {2, 4, 8}});
+  CHECK(seen_outputs == std::vector<ts::Shape>{{2, 3, 8}, {2, 3, 4}});
+  CHECK(ts::equal(first_input, query));
+  CHECK(ts::equal(first_output, output));
+  auto [direct, direct_weights] = attention.forward(query * 2.0, memory, memory);
+  CHECK(ts::equal(output, direct));
+  CHECK(ts::equal(weights, direct_weights));
+}
+
+TEST_CASE("the transformer layers' calls with masks and memory run every submodule's hooks") {
+  ts::manual_seed(4);
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  nn::TransformerEncoder encoder(layer, 2);
+  std::map<std::string, int> calls;
+  for (auto& [name, module] : encoder.named_modules()) {
+    module->register_forward_pre_hook([&calls, name = name](nn::Module&, Tensor&) { ++calls[name]; });
+  }
+  Tensor x = ts::randn({2, 5, 8});
+  Tensor padding = ts::zeros({2, 5}, {.dtype = DType::boolean});
+  encoder(x, {.src_key_padding_mask = padding});
+  CHECK(calls[""] == 1);
+  CHECK(calls["layers.0"] == 1);
+  CHECK(calls["layers.1"] == 1);
+  CHECK(calls["layers.1.self_attn"] == 1);
+  CHECK(calls["layers.1.self_attn.out_proj"] == 1);
+
+  nn::TransformerDecoderLayer block(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  nn::TransformerDecoder decoder(block, 2);
+  std::vector<ts::Shape> layer_inputs;
+  int cross_attention_calls = 0;
+  decoder.layers.at<nn::TransformerDecoderLayer>(1).register_forward_args_pre_hook(
+      [&](nn::Module&, std::span<Tensor> inputs) {
+        for (Tensor& t : inputs) layer_inputs.push_back(t.sizes());
+      });
+  decoder.layers.at<nn::TransformerDecoderLayer>(0).multihead_attn.register_forward_pre_hook(
+      [&](nn::Module&, Tensor&) { ++cross_attention_calls; });
+  decoder(ts::randn({2, 3, 8}), ts::randn({2, 5, 8}), {.tgt_is_causal = true});
+  CHECK(layer_inputs == std::vector<ts::Shape>{{2, 3, 8}, {2, 5, 8}});  // (tgt, memory)
+  CHECK(cross_attention_calls == 1);
+}
+
+TEST_CASE("activation checkpointing reaches an encoder layer called with a mask, and refuses a bare attention") {
+  ts::manual_seed(5);
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  nn::TransformerEncoder plain(layer, 2), checkpointed(layer, 2);
+  plain.to(DType::f64);
+  checkpointed.to(DType::f64);
+  int layer_calls = 0;
+  checkpointed.layers[0].register_forward_pre_hook([&](nn::Module&, Tensor&) { ++layer_calls; });
+  CHECK(nn::apply_activation_checkpointing(
+            checkpointed, [](nn::Module& m) { return m.type_name() == "TransformerEncoderLayer"; }) == 2);
+  Tensor x = ts::randn({2, 5, 8}).to(DType::f64);
+  Tensor padding = ts::tensor<double>({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 5}).to(DType::boolean);  // row 1: 3 tokens
+  plain(x, {.src_key_padding_mask = padding}).sum().backward();
+  checkpointed(x, {.src_key_padding_mask = padding}).sum().backward();
+  CHECK(layer_calls == 2);  // the forward and its recomputation in backward: the wrapper ran
+  auto plain_parameters = plain.named_parameters(), checkpointed_parameters = checkpointed.named_parameters();
+  REQUIRE(plain_parameters.size() == checkpointed_parameters.size());
+  for (size_t i = 0; i < plain_parameters.size(); ++i) {
+    CAPTURE(plain_parameters[i].first);
+    // The same ops in the same order, recomputed: bit for bit.
+    CHECK(ts::equal(plain_parameters[i].second.grad(), checkpointed_parameters[i].second.grad()));
+  }
+
+  nn::MultiheadAttention attention(8, 2, {.batch_first = true});
+  nn::apply_activation_checkpointing(attention, [](nn::Module& m) { return m.type_name() == "MultiheadAttention"; });
+  CHECK(contains(error_of([&] { attention(x.to(DType::f32), x.to(DType::f32), x.to(DType::f32)); }),
+                 "MultiheadAttention '' has a call wrapper (activation checkpointing), which takes one tensor, but this "
+                 "call passes 3"));
 }
