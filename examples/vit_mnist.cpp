@@ -6,8 +6,8 @@
 //   build/examples/vit_mnist --patch-size 4 --dim 96 --depth 6        # a larger one
 //   build/examples/vit_mnist --train-samples 6000 --test-samples 1000  # a quick look
 //
-// One process: fsdp::fully_shard does not yet reach MultiheadAttention's several-tensor calls
-// (README, "The ViT example"). --help lists the flags.
+// One process: the example has no distributed flags yet, though fsdp::fully_shard shards its
+// encoder layers (README, "The ViT example"). --help lists the flags.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

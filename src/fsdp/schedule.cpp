@@ -25,21 +25,25 @@ Unit* root_unit(FsdpState& state) {
 void FsdpState::install_hooks() {
   // The root's own parameters (its unit, if any) take mixed precision's casts like any unit's.
   const bool root_has_unit = root_unit(*this) != nullptr;
-  root_.register_forward_pre_hook([this, root_has_unit](nn::Module&, Tensor& input) {
-    if (nn::is_recomputing()) return recompute_pre_forward(root_unit(*this), input);
-    root_pre_forward(input);
-    if (root_has_unit) cast_forward_input(input);
+  // The args/outputs forms of the hooks: a call of several tensors (MultiheadAttention's)
+  // has each of them cast, and a backward hook on each output that carries a gradient.
+  root_.register_forward_args_pre_hook([this, root_has_unit](nn::Module&, std::span<Tensor> inputs) {
+    if (nn::is_recomputing()) return recompute_pre_forward(root_unit(*this), inputs);
+    root_pre_forward(inputs.front());
+    if (root_has_unit) cast_forward_inputs(inputs);
   });
-  root_.register_forward_hook([this, root_has_unit](nn::Module&, Tensor& output) {
-    if (root_has_unit) cast_forward_output(output);
+  root_.register_forward_outputs_hook([this, root_has_unit](nn::Module&, std::span<Tensor> outputs) {
+    if (root_has_unit) cast_forward_outputs(outputs);
     if (nn::is_recomputing()) return;
     root_post_forward();
   });
   for (auto& owned : units_) {
     Unit* unit = owned.get();
     if (!unit->is_root()) {
-      unit->module().register_forward_pre_hook([this, unit](nn::Module&, Tensor& input) { pre_forward(*unit, input); });
-      unit->module().register_forward_hook([this, unit](nn::Module&, Tensor& output) { post_forward(*unit, output); });
+      unit->module().register_forward_args_pre_hook(
+          [this, unit](nn::Module&, std::span<Tensor> inputs) { pre_forward(*unit, inputs); });
+      unit->module().register_forward_outputs_hook(
+          [this, unit](nn::Module&, std::span<Tensor> outputs) { post_forward(*unit, outputs); });
     }
     for (size_t i = 0; i < unit->parameters().size(); ++i) {
       Tensor& parameter = *unit->parameters()[i].slot;
@@ -107,10 +111,10 @@ void FsdpState::end_forward_method() {
   if (--forward_methods_ == 0) root_post_forward();
 }
 
-void FsdpState::pre_forward(Unit& unit, Tensor& input) {
-  if (nn::is_recomputing()) return recompute_pre_forward(&unit, input);
+void FsdpState::pre_forward(Unit& unit, std::span<Tensor> inputs) {
+  if (nn::is_recomputing()) return recompute_pre_forward(&unit, inputs);
   check_inside_model_call(unit);
-  cast_forward_input(input);
+  cast_forward_inputs(inputs);
   // A forward method that called model(x) and goes on: the root's parameters stay gathered.
   if (!in_forward_ && forward_methods_ > 0) root_pre_forward(Tensor());
   if (!order_recorded_ && std::find(forward_order_.begin(), forward_order_.end(), &unit) == forward_order_.end()) {
@@ -120,12 +124,16 @@ void FsdpState::pre_forward(Unit& unit, Tensor& input) {
   prefetch_for_forward(unit);
 }
 
-void FsdpState::post_forward(Unit& unit, Tensor& output) {
+void FsdpState::post_forward(Unit& unit, std::span<Tensor> outputs) {
   // A recomputation's backward follows at once: the unit stays gathered for it. With
   // reshard_after_forward = N it keeps its part of its N-rank group (unit.h).
   if (options_.strategy == ShardingStrategy::full_shard && !nn::is_recomputing()) unit.reshard_after_forward();
-  cast_forward_output(output);
-  if (output.defined() && output.requires_grad() && GradMode::is_enabled()) {
+  cast_forward_outputs(outputs);
+  if (!GradMode::is_enabled()) return;
+  // Whichever output's gradient arrives first regathers the unit; the later ones find it
+  // gathered (pre_backward is idempotent).
+  for (Tensor& output : outputs) {
+    if (!output.defined() || !output.requires_grad()) continue;
     output.register_hook([this, &unit](const Tensor&) {
       pre_backward(unit);
       return Tensor();
@@ -142,12 +150,12 @@ void FsdpState::begin_backward_once() {
   autograd::queue_final_callback([this] { finish_backward(); });
 }
 
-void FsdpState::recompute_pre_forward(Unit* unit, Tensor& input) {
+void FsdpState::recompute_pre_forward(Unit* unit, std::span<Tensor> inputs) {
   // Activation checkpointing's recomputation, in backward: the unit is gathered (its
   // backward comes next), the one before it prefetched; the forward's bookkeeping (its
   // order, the root's state) is left alone.
   if (unit == nullptr) return;
-  cast_forward_input(input);
+  cast_forward_inputs(inputs);
   unit->wait_gathered();
   prefetch_for_backward(*unit);
 }

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -54,18 +55,19 @@ class FsdpState final : public nn::ModuleAttachment {
   const dist::ProcessGroup* post_forward_group() const { return post_forward_group_.get(); }
   void install_hooks();
 
-  // Schedule steps. `input` is the model's (or, called directly, the unit's) forward input.
+  // Schedule steps. `input` is the model's (or, called directly, the unit's) first tensor
+  // argument; `inputs` and `outputs` are every tensor of a unit's call (Module::call).
   void root_pre_forward(const Tensor& input);
   void root_post_forward();
-  void pre_forward(Unit& unit, Tensor& input);
+  void pre_forward(Unit& unit, std::span<Tensor> inputs);
   // A method other than forward run as the model's forward (register_fsdp_forward_method):
   // the root's parameters gathered, its units allowed to run; nested calls are counted.
   void begin_forward_method();
   void end_forward_method();
-  void post_forward(Unit& unit, Tensor& output);
+  void post_forward(Unit& unit, std::span<Tensor> outputs);
   void pre_backward(Unit& unit);
   // Before a checkpointed call's recomputation enters `unit` (null: the root without a unit).
-  void recompute_pre_forward(Unit* unit, Tensor& input);
+  void recompute_pre_forward(Unit* unit, std::span<Tensor> inputs);
   void on_parameter_gradient(Unit& unit, size_t index, Tensor& parameter);
   void finish_backward();
 
@@ -80,9 +82,15 @@ class FsdpState final : public nn::ModuleAttachment {
   void check_inside_model_call(const Unit& unit) const;
   void wait_for_offloaded_reads();  // CPU offload, at the end of backward (offload.cpp says why)
   void finish_pending_reduction();
-  // Mixed precision's casts of a unit's forward input and output (in place, recorded by autograd).
+  // Mixed precision's casts of a unit's forward inputs and outputs (in place, recorded by autograd).
   void cast_forward_input(Tensor& input) const;
   void cast_forward_output(Tensor& output) const;
+  void cast_forward_inputs(std::span<Tensor> inputs) const {
+    for (Tensor& input : inputs) cast_forward_input(input);
+  }
+  void cast_forward_outputs(std::span<Tensor> outputs) const {
+    for (Tensor& output : outputs) cast_forward_output(output);
+  }
   Unit* neighbour(const Unit& unit, int step) const;
   // Starts the all-gathers `unit`'s forward (backward) prefetches: the explicit targets,
   // or the next (previous) unit in forward order.
