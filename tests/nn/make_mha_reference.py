@@ -174,12 +174,8 @@ def encoder_case(tensors, table, case, seed):
                   "activation": "gelu", "batch_first": True, "masks": list(masks)})
 
 
-def decoder_layer_case(tensors, table, case, seed, norm_first, activation, batch_first, masks):
-    torch.manual_seed(seed)
-    g = torch.Generator().manual_seed(seed)
-    layer = nn.TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0, activation=activation,
-                                       batch_first=batch_first, norm_first=norm_first).double()
-    perturb(layer, g)
+def decoder_inputs(g, batch_first, masks):
+    """A decoder's tgt and memory leaves and the masks named in `masks`, drawn from g in order."""
     tgt = leaf(randn(g, torch.float64, *((N, L, E) if batch_first else (L, N, E))))
     memory = leaf(randn(g, torch.float64, *((N, S, E) if batch_first else (S, N, E))))
     builders = {
@@ -188,7 +184,16 @@ def decoder_layer_case(tensors, table, case, seed, norm_first, activation, batch
         "tgt_key_padding_mask": lambda: padding_mask([L, L - 1, L - 2], L),
         "memory_key_padding_mask": lambda: padding_mask([S - 3, S, S - 1], S),
     }
-    mask_values = {k: builders[k]() for k in masks}
+    return tgt, memory, {k: builders[k]() for k in masks}
+
+
+def decoder_layer_case(tensors, table, case, seed, norm_first, activation, batch_first, masks):
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    layer = nn.TransformerDecoderLayer(E, H, dim_feedforward=FF, dropout=0.0, activation=activation,
+                                       batch_first=batch_first, norm_first=norm_first).double()
+    perturb(layer, g)
+    tgt, memory, mask_values = decoder_inputs(g, batch_first, masks)
     out = layer(tgt, memory, **mask_values)
     record(tensors, case, layer, {"tgt": tgt, "memory": memory}, mask_values, (out,), g)
     table.append({"case": case, "module": "TransformerDecoderLayer", "norm_first": norm_first,
@@ -205,15 +210,7 @@ def decoder_case(tensors, table, case, seed, num_layers, norm, norm_first, activ
     with torch.no_grad():  # the clones start equal; make every layer its own
         for p in decoder.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=g, dtype=torch.float64))
-    tgt = leaf(randn(g, torch.float64, *((N, L, E) if batch_first else (L, N, E))))
-    memory = leaf(randn(g, torch.float64, *((N, S, E) if batch_first else (S, N, E))))
-    builders = {
-        "tgt_mask": lambda: causal_mask(L),
-        "memory_mask": lambda: randn(g, torch.float64, L, S),
-        "tgt_key_padding_mask": lambda: padding_mask([L, L - 1, L - 2], L),
-        "memory_key_padding_mask": lambda: padding_mask([S - 3, S, S - 1], S),
-    }
-    mask_values = {k: builders[k]() for k in masks}
+    tgt, memory, mask_values = decoder_inputs(g, batch_first, masks)
     out = decoder(tgt, memory, **mask_values)
     record(tensors, case, decoder, {"tgt": tgt, "memory": memory}, mask_values, (out,), g)
     table.append({"case": case, "module": "TransformerDecoder", "num_layers": num_layers,
