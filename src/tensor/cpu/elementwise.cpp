@@ -1,4 +1,5 @@
-// Element-wise unary and binary kernels on the CPU, with broadcasting.
+// Element-wise unary and binary kernels on the CPU, with broadcasting; bfloat16 computes in
+// float32 (see Compute).
 #include <cmath>
 
 #include "tessera/tensor/cpu/loops.h"
@@ -11,6 +12,35 @@ namespace tessera::cpu {
 using namespace native;
 
 namespace {
+
+// bfloat16 is stored, not computed in: each op widens its operands to float32 and rounds the
+// result once, as PyTorch's CPU kernels do (Vectorized<BFloat16> converts to float and back).
+template <class T>
+using Compute = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
+
+template <class T>
+Compute<T> widen(T x) {
+  return static_cast<Compute<T>>(x);
+}
+
+// dispatch_numeric plus bfloat16: the element-wise ops take every floating dtype.
+template <class Body>
+decltype(auto) dispatch_arithmetic(DType dtype, std::string_view op, Body&& body) {
+  if (dtype == DType::bf16) return body.template operator()<BFloat16>();
+  return dispatch_numeric(dtype, op, std::forward<Body>(body));
+}
+
+template <class Body>
+decltype(auto) dispatch_arithmetic_or_bool(DType dtype, std::string_view op, Body&& body) {
+  if (dtype == DType::boolean) return body.template operator()<bool>();
+  return dispatch_arithmetic(dtype, op, std::forward<Body>(body));
+}
+
+template <class Body>
+decltype(auto) dispatch_floating_or_bf16(DType dtype, std::string_view op, Body&& body) {
+  if (dtype == DType::bf16) return body.template operator()<BFloat16>();
+  return dispatch_floating(dtype, op, std::forward<Body>(body));
+}
 
 template <class T>
 T apply_unary(UnaryOp op, T x) {
@@ -57,6 +87,14 @@ T apply_arithmetic(BinaryOp op, T a, T b) {
   }
 }
 
+BFloat16 apply_unary(UnaryOp op, BFloat16 x) {
+  return BFloat16(apply_unary(op, static_cast<float>(x)));
+}
+
+BFloat16 apply_arithmetic(BinaryOp op, BFloat16 a, BFloat16 b) {
+  return BFloat16(apply_arithmetic(op, static_cast<float>(a), static_cast<float>(b)));
+}
+
 // out = f(a, b) over `out`'s shape; the common cases (contiguous, one side a scalar) get
 // their own loops so the compiler vectorises them.
 template <class Out, class In, class F>
@@ -86,17 +124,17 @@ void binary_loop(Tensor& out, const Tensor& a, const Tensor& b, F f) {
 template <class T>
 void binary_into(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
   if (gives_bool(op)) {
-    return binary_loop<bool, T>(out, a, b, [op](T x, T y) { return apply_comparison(op, x, y); });
+    return binary_loop<bool, T>(out, a, b, [op](T x, T y) { return apply_comparison(op, widen(x), widen(y)); });
   }
   if constexpr (std::is_same_v<T, bool>) {
     return;  // arithmetic on bool: refused by check_binary_operands, never reached
   } else {
     // One switch outside the loop, so each inner loop is a fixed operation.
     switch (op) {
-      case BinaryOp::add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
-      case BinaryOp::sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
-      case BinaryOp::mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
-      case BinaryOp::div: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x / y); });
+      case BinaryOp::add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(widen(x) + widen(y)); });
+      case BinaryOp::sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(widen(x) - widen(y)); });
+      case BinaryOp::mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(widen(x) * widen(y)); });
+      case BinaryOp::div: return binary_loop<T, T>(out, a, b, [](T x, T y) { return static_cast<T>(widen(x) / widen(y)); });
       default: return binary_loop<T, T>(out, a, b, [op](T x, T y) { return apply_arithmetic(op, x, y); });
     }
   }
@@ -114,7 +152,7 @@ Tensor unary(UnaryOp op, const Tensor& self) {
   check_cpu(self, op_name(op));
   check_unary_dtype(op, self);
   Tensor out = empty(self.sizes(), self.dtype(), self.device());
-  dispatch_numeric(self.dtype(), op_name(op), [&]<class T>() {
+  dispatch_arithmetic(self.dtype(), op_name(op), [&]<class T>() {
     auto it = cpu::make_iteration<2>(out.sizes(), {&out, &self});
     T* po = out.data_ptr<T>();
     const T* pi = static_cast<const T*>(self.data_ptr());
@@ -124,10 +162,10 @@ Tensor unary(UnaryOp op, const Tensor& self) {
       if (st[0] == 1 && st[1] == 1) {
         switch (op) {  // the hot ones get a fixed loop
           case UnaryOp::relu:
-            for (int64_t i = 0; i < n; ++i) o[i] = x[i] < T(0) ? T(0) : x[i];
+            for (int64_t i = 0; i < n; ++i) o[i] = widen(x[i]) < 0 ? T(0) : x[i];
             return;
           case UnaryOp::neg:
-            for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(-x[i]);
+            for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(-widen(x[i]));
             return;
           default:
             for (int64_t i = 0; i < n; ++i) o[i] = apply_unary(op, x[i]);
@@ -144,7 +182,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op_name(op));
   Tensor out = empty(shape, gives_bool(op) ? DType::boolean : a.dtype(), a.device());
-  dispatch_numeric_or_bool(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, out, a, b); });
+  dispatch_arithmetic_or_bool(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, out, a, b); });
   return out;
 }
 
@@ -162,7 +200,7 @@ void binary_(BinaryOp op, Tensor& a, const Tensor& b) {
   check_binary(op, a, b);
   TS_CHECK(!gives_bool(op), ValueError, op_name(op), "_: comparisons and logical ops have no in-place form");
   check_in_place_shape(a, b, op_name(op));
-  dispatch_numeric(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, a, a, b); });
+  dispatch_arithmetic(a.dtype(), op_name(op), [&]<class T>() { binary_into<T>(op, a, a, b); });
 }
 
 void binary_(BinaryOp op, Tensor& a, double b) {
@@ -173,9 +211,10 @@ void binary_(BinaryOp op, Tensor& a, double b) {
 void add_scaled_(Tensor& self, const Tensor& other, double alpha) {
   check_binary(BinaryOp::add, self, other);
   check_in_place_shape(self, other, "add");
-  dispatch_numeric(self.dtype(), "add_", [&]<class T>() {
-    const T scale = static_cast<T>(alpha);
-    binary_loop<T, T>(self, self, other, [scale](T x, T y) { return static_cast<T>(x + scale * y); });
+  dispatch_arithmetic(self.dtype(), "add_", [&]<class T>() {
+    // alpha in the tensor's dtype (a bfloat16 alpha rounded, as PyTorch 1.13's), the sum in Compute<T>.
+    const Compute<T> scale = widen(static_cast<T>(alpha));
+    binary_loop<T, T>(self, self, other, [scale](T x, T y) { return static_cast<T>(widen(x) + scale * widen(y)); });
   });
 }
 
@@ -202,9 +241,9 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   check_relu_backward_operands(grad, input);
   check_cpu(grad, "relu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype(), grad.device());
-  dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
+  dispatch_floating_or_bf16(grad.dtype(), "relu_backward", [&]<class T>() {
     // PyTorch's threshold_backward: zero where the output is <= 0; a NaN passes the gradient.
-    binary_loop<T, T>(out, grad, input, [](T g, T x) { return x <= T(0) ? T(0) : g; });
+    binary_loop<T, T>(out, grad, input, [](T g, T x) { return widen(x) <= 0 ? T(0) : g; });
   });
   return out;
 }
@@ -212,8 +251,8 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
 void relu_backward_(Tensor& grad, const Tensor& input) {
   check_relu_backward_operands(grad, input);
   check_cpu(grad, "relu_backward_");
-  dispatch_floating(grad.dtype(), "relu_backward_", [&]<class T>() {
-    binary_loop<T, T>(grad, grad, input, [](T g, T x) { return x <= T(0) ? T(0) : g; });
+  dispatch_floating_or_bf16(grad.dtype(), "relu_backward_", [&]<class T>() {
+    binary_loop<T, T>(grad, grad, input, [](T g, T x) { return widen(x) <= 0 ? T(0) : g; });
   });
 }
 
