@@ -227,6 +227,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // x with `value` where the bool mask is true (mask and x broadcast together), as
 // torch.masked_fill; differentiable in x (the filled places get no gradient).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// x with the order of its elements reversed along each of `dims` (negative dims wrap; a
+// repeated dim is an error), as a new contiguous tensor, as torch.flip. Its backward flips
+// the gradient over the same dims.
+Tensor flip(const Tensor& x, const Shape& dims);
 // The lower/upper triangle of the last two dims (j - i <= diagonal / >= diagonal kept).
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);

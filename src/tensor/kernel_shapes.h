@@ -851,4 +851,49 @@ inline SearchLayout check_searchsorted(const Tensor& sorted, const Tensor& value
   return layout;
 }
 
+// ---- Reordering ----
+
+// What the flip kernels take (a TS_PREPARED_OP): the input made contiguous, the output
+// (contiguous, of its shape and dtype), and the geometry both are walked by: the shape
+// with size-1 dims dropped and each run of neighbouring dims that are all flipped (or all
+// kept) merged into one (reversing [a, b] along both dims reverses its a * b elements), so
+// that flipped[d] says whether merged dim d is reversed. At most 16 merged dims (the CUDA
+// kernel's limit, kMaxDims); a tensor needs 32 alternating dims of size > 1 to pass it.
+struct FlipCall {
+  Tensor self, out;
+  Shape sizes;
+  std::vector<bool> flipped;
+
+  static FlipCall prepare(const Tensor& self, const Shape& dims) {
+    check_defined(self, "flip");
+    std::vector<bool> chosen(std::max<int64_t>(self.dim(), 1), false);
+    for (int64_t d : dims) {
+      const int64_t w = wrap_dim(d, self.dim(), "flip");
+      TS_CHECK(!chosen[w], ValueError, "flip: dim ", w, " appears multiple times in the list of dims ",
+               shape_str(dims));
+      chosen[w] = true;
+    }
+    FlipCall call;
+    call.self = contiguous(self);
+    call.out = empty(self.sizes(), self.dtype(), self.device());
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      const int64_t size = self.sizes()[d];
+      if (size == 1) continue;
+      if (!call.sizes.empty() && call.flipped.back() == chosen[d]) {
+        call.sizes.back() *= size;
+      } else {
+        call.sizes.push_back(size);
+        call.flipped.push_back(chosen[d]);
+      }
+    }
+    TS_CHECK(call.sizes.size() <= 16, ShapeError, "flip: shape ", shape_str(self.sizes()), " with dims ",
+             shape_str(dims), " alternates flipped and kept dims ", call.sizes.size(),
+             " times; at most 16 are supported");
+    return call;
+  }
+  Device device() const { return self.device(); }
+  bool has_work() const { return out.numel() > 0; }
+  Tensor result() const { return out; }
+};
+
 }  // namespace tessera::native

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/golden/tensor_ops.safetensors: PyTorch's answers for the tensor ops of the
-transformer issue (masks, indexing, selection, scans, softmax over any dim, losses with
+transformer issue (masks, flip, indexing, selection, scans, softmax over any dim, losses with
 ignore_index and label smoothing, comparisons and the bool dtype).
 
 For every case: its inputs, PyTorch's outputs ("output" or "output_<i>" for ops with several),
@@ -73,6 +73,9 @@ CASES = [
      dict(reduction="mean", ignore_index=-100, weight=False, label_smoothing=0.05), [7]),
     ("comparisons", "comparisons", dict(), [4, 6]),
     ("logical", "logical", dict(dtypes=["BOOL"]), [5, 4]),
+    ("flip_first_and_last", "flip", dict(dims=[0, 2]), [2, 3, 4]),
+    ("flip_negative_permuted", "flip", dict(dims=[-1, 1], permute=[2, 0, 1]), [3, 4, 5]),
+    ("flip_int64", "flip", dict(dims=[1], dtypes=["I64"]), [3, 5]),
 ]
 
 
@@ -90,7 +93,7 @@ def make_inputs(op, options, shape, dtype, g):
     if op in ("masked_fill",):
         leaf("input", shape)
         roles["mask"] = torch.rand(options["mask_shape"], generator=g) > 0.5
-    elif op in ("tril", "triu", "split", "chunk", "index_select", "cumsum", "softmax", "log_softmax"):
+    elif op in ("tril", "triu", "flip", "split", "chunk", "index_select", "cumsum", "softmax", "log_softmax"):
         if dtype == torch.int64:
             roles["input"] = torch.randint(-5, 6, shape, generator=g)
         else:
@@ -150,6 +153,8 @@ def run_op(op, options, roles):
         return [torch.tril(x, options["diagonal"])]
     if op == "triu":
         return [torch.triu(x, options["diagonal"])]
+    if op == "flip":
+        return [torch.flip(x, options["dims"])]
     if op == "split":
         arg = options["sizes"] if "sizes" in options else options["split_size"]
         return list(torch.split(x, arg, options["dim"]))

@@ -1,5 +1,5 @@
 // Golden checks of the tensor ops against PyTorch: tests/golden/make_tensor_ops_golden.py ran
-// masked_fill, tril/triu, split/chunk, index_select, gather, scatter_add, topk, cumsum,
+// masked_fill, flip, tril/triu, split/chunk, index_select, gather, scatter_add, topk, cumsum,
 // softmax/log_softmax over every dim (contiguous or permuted), nll_loss/cross_entropy on
 // [C], [N, C] and [N, C, d1, ...] with ignore_index, weights and label smoothing, and the
 // comparisons and logical ops that give bool, in float32 and float64 (int64 and bool where
@@ -37,7 +37,7 @@ namespace {
 
 // The allowed |a - b| <= atol + rtol |b| per op and dtype. Measured with torch 1.13 on
 // x86-64 (TESSERA_GOLDEN_REPORT=1), largest |a - b| over outputs and gradients:
-//   exact (0) in both dtypes: tril, triu, split, chunk, index_select, gather, scatter_add,
+//   exact (0) in both dtypes: tril, triu, flip, split, chunk, index_select, gather, scatter_add,
 //     topk, cumsum (forward and backward), comparisons, logical, masked_fill in f64;
 //   f64: softmax 1.7e-16, log_softmax 8.9e-16, nll_loss 4.4e-16, cross_entropy 8.9e-16;
 //   f32: masked_fill 2.4e-7, softmax 8.6e-8, log_softmax 4.8e-7, nll_loss 4.8e-7,
@@ -69,6 +69,7 @@ TensorList run_op(const json::Value& c, const std::map<std::string, Tensor>& in)
   if (op == "masked_fill") return {x.masked_fill(in.at("mask"), c.at("value").as_double())};
   if (op == "tril") return {ts::tril(x, option("diagonal"))};
   if (op == "triu") return {x.triu(option("diagonal"))};
+  if (op == "flip") return {ts::flip(x, shape_of(c.at("dims")))};
   if (op == "split") {
     if (c.find("sizes") != nullptr) return x.split(shape_of(c.at("sizes")), option("dim"));
     return ts::split(x, option("split_size"), option("dim"));
@@ -123,8 +124,9 @@ TEST_CASE("tensor ops golden file: every case the script writes") {
       "softmax_dim0", "softmax_dim1", "softmax_last_permuted", "log_softmax_dim0_permuted", "log_softmax_dim2",
       "log_softmax_minus2", "nll_loss_3d_ignore_weight", "nll_loss_4d_none", "cross_entropy_smoothing",
       "cross_entropy_smoothing_weight_ignore", "cross_entropy_smoothing_sum", "cross_entropy_smoothing_none",
-      "cross_entropy_4d_smoothing_weight_ignore", "cross_entropy_3d_ignore", "cross_entropy_1d", "comparisons"};
-  std::set<std::string> expected = {"cumsum_int64_i64", "logical_bool"};
+      "cross_entropy_4d_smoothing_weight_ignore", "cross_entropy_3d_ignore", "cross_entropy_1d", "comparisons",
+      "flip_first_and_last", "flip_negative_permuted"};
+  std::set<std::string> expected = {"cumsum_int64_i64", "logical_bool", "flip_int64_i64"};
   for (const std::string& name : floating) expected.insert({name + "_f32", name + "_f64"});
   std::set<std::string> cases;
   for (const json::Value& c : g.cases.as_array()) CHECK(cases.insert(c.at("name").as_string()).second);

@@ -590,6 +590,12 @@ std::vector<OpCase> make_op_cases() {
          return one(x[0].permute({2, 0, 1}).transpose(0, 2).select(2, 1).t() * ts::arange(6, {.dtype = x[0].dtype(), .device = x[0].device()}).view({2, 3}));
        },
        {.gradcheck = true, .gpu = floats}},
+      {"flip, non-contiguous", [](DType d) { return TensorList{uniform({2, 3, 4}, 306, d, -1, 1, true)}; },
+       [](L x) {
+         return TensorList{ts::flip(x[0], {0, -1}) * ts::arange(24, {.dtype = x[0].dtype(), .device = x[0].device()}).view({2, 3, 4}),
+                           ts::flip(x[0], {1}), ts::flip(x[0], {})};
+       },
+       {.gradcheck = true, .gpu = floats}},
       {"squeeze unsqueeze", [](DType d) { return TensorList{uniform({3, 1, 2}, 63, d)}; },
        [](L x) { return one(x[0].squeeze(1).unsqueeze(0).squeeze() * 2.0 + x[0].squeeze().sum()); },
        {.gradcheck = true}},

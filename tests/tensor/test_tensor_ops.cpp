@@ -76,6 +76,42 @@ TEST_CASE("tril and triu: diagonals, batches, bool, out-of-range diagonals") {
   CHECK(contains(error_of([&] { ts::ones({4}).tril(); }), "tril: expected a tensor of at least 2 dims"));
 }
 
+TEST_CASE("flip: values over several dims, negative dims, any dtype, the gradient, the errors") {
+  Tensor x = ts::arange(24, {.dtype = DType::f32}).view({2, 3, 4});
+  Tensor out = ts::flip(x, {0, 2});
+  CHECK(out.sizes() == Shape{2, 3, 4});
+  CHECK(out.is_contiguous());
+  const std::vector<float> got = out.to_vector<float>();
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      for (int64_t k = 0; k < 4; ++k) {
+        CAPTURE(i); CAPTURE(j); CAPTURE(k);
+        CHECK(got[(i * 3 + j) * 4 + k] == static_cast<float>((1 - i) * 12 + j * 4 + (3 - k)));
+      }
+    }
+  }
+  CHECK(ts::flip(x, {-1, -3}).to_vector<float>() == got);           // negative dims, any order
+  CHECK(ts::flip(x, {}).to_vector<float>() == x.to_vector<float>());  // no dims: a copy
+  CHECK(ts::flip(x, {1}).storage() != x.storage());
+  // A non-contiguous input, integers and bool.
+  Tensor m = ts::arange(6).view({2, 3});
+  CHECK(ts::flip(m.t(), {0}).to_vector<int64_t>() == std::vector<int64_t>{2, 5, 1, 4, 0, 3});
+  CHECK(ts::flip(ts::tensor<bool>({true, false, false}), {0}).to_vector<bool>() == std::vector<bool>{false, false, true});
+  CHECK(ts::flip(ts::zeros({0, 3}), {0, 1}).sizes() == Shape{0, 3});
+  CHECK(ts::flip(ts::full({}, 5.0), {0}).item<float>() == 5.0f);
+  // The gradient is the upstream gradient flipped over the same dims.
+  Tensor leaf = ts::arange(24, {.dtype = DType::f64}).view({2, 3, 4}).detach().requires_grad_();
+  Tensor weight = ts::arange(24, {.dtype = DType::f64}).view({2, 3, 4}) * 0.5;
+  (ts::flip(leaf, {0, -1}) * weight).sum().backward();
+  CHECK(leaf.grad().to_vector<double>() == ts::flip(weight, {0, 2}).to_vector<double>());
+
+  CHECK(error_of([&] { ts::flip(x, {3}); }) == "flip: dim 3 is out of range for a tensor of 3 dimensions");
+  CHECK(error_of([&] { ts::flip(x, {-4}); }) == "flip: dim -4 is out of range for a tensor of 3 dimensions");
+  CHECK_THROWS_AS(ts::flip(x, {3}), ts::IndexError);
+  CHECK(error_of([&] { ts::flip(x, {0, -3}); }) == "flip: dim 0 appears multiple times in the list of dims [0, -3]");
+  CHECK_THROWS_AS(ts::flip(x, {1, 1}), ts::ValueError);
+}
+
 TEST_CASE("split and chunk: views with PyTorch's piece sizes") {
   Tensor x = ts::arange(10, {.dtype = DType::f32}).view({2, 5});
   std::vector<Tensor> by_size = x.split(2, 1);

@@ -1,4 +1,4 @@
-// Differentiable masks and indexing: masked_fill, tril, triu, index_select, gather,
+// Differentiable masks and indexing: masked_fill, flip, tril, triu, index_select, gather,
 // scatter_add, and one_hot (integers, not differentiable). The backward of a pick is an add into zeros at the picked places
 // (index_add_ / scatter_add_, both deterministic); the backward of a mask is the same mask.
 #include "tessera/autograd/functions/recording.h"
@@ -13,6 +13,12 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
       return native::sum_to(native::where(mask, zero, grad), shape);
     });
   }
+  return out;
+}
+
+Tensor flip(const Tensor& x, const Shape& dims) {
+  Tensor out = native::flip(x, dims);
+  if (needs_grad({x})) record_unary("FlipBackward", x, out, [dims](const Tensor& grad) { return native::flip(grad, dims); });
   return out;
 }
 

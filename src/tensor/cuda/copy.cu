@@ -1,4 +1,4 @@
-// Same-device copies (any strides, broadcasting, dtype conversion) and fills on CUDA.
+// Same-device copies (any strides, broadcasting, dtype conversion), fills and flips on CUDA.
 //
 // A copy between dense tensors of one dtype is a cudaMemcpyAsync; anything else is an
 // element-wise map through convert<To, From> (bfloat16 rounds as on the host). A fill
@@ -10,6 +10,7 @@
 #include "tessera/tensor/cuda/elementwise.cuh"
 #include "tessera/tensor/cuda/kernels.h"
 #include "tessera/tensor/device_check.h"
+#include "tessera/tensor/kernel_shapes.h"
 
 namespace tessera::cuda {
 
@@ -54,6 +55,28 @@ template <> struct BitsOfSize<2> { using type = uint16_t; };
 template <> struct BitsOfSize<4> { using type = uint32_t; };
 template <> struct BitsOfSize<8> { using type = uint64_t; };
 
+// flip's geometry (FlipCall's merged dims), passed by value to the kernel.
+struct FlipGeometry {
+  int ndim;
+  int64_t sizes[kMaxDims];
+  bool flipped[kMaxDims];
+};
+
+// out[o] = in[the mirror of o]: each output position's source, dim by dim from the last.
+template <class Bits>
+__global__ void flip_kernel(const Bits* in, Bits* out, int64_t n, FlipGeometry g) {
+  for (int64_t o = thread_index(); o < n; o += thread_count()) {
+    int64_t rest = o, source = 0, stride = 1;
+    for (int d = g.ndim - 1; d >= 0; --d) {
+      const int64_t i = rest % g.sizes[d];
+      rest /= g.sizes[d];
+      source += (g.flipped[d] ? g.sizes[d] - 1 - i : i) * stride;
+      stride *= g.sizes[d];
+    }
+    out[o] = in[source];
+  }
+}
+
 }  // namespace
 
 void copy_(Tensor& dst, const Tensor& src) {
@@ -84,6 +107,25 @@ void fill_(Tensor& self, double value) {
     Bits bits;
     std::memcpy(&bits, &typed, sizeof bits);
     fill_bits<Bits>(self, bits);
+  });
+}
+
+// Operands checked, the input made contiguous and the output allocated by the dispatch
+// layer (FlipCall); the kernel moves bit patterns, so one instance serves each element size.
+void flip(const native::FlipCall& call) {
+  DeviceGuard guard(call.device());
+  FlipGeometry geometry{};
+  geometry.ndim = static_cast<int>(call.sizes.size());
+  for (int d = 0; d < geometry.ndim; ++d) {
+    geometry.sizes[d] = call.sizes[d];
+    geometry.flipped[d] = call.flipped[d];
+  }
+  const int64_t n = call.out.numel();
+  dispatch_all(call.out.dtype(), [&]<class T>() {
+    using Bits = typename BitsOfSize<sizeof(T)>::type;
+    flip_kernel<Bits><<<blocks_for(n), kThreads, 0, stream_of(call.out)>>>(
+        static_cast<const Bits*>(call.self.data_ptr()), static_cast<Bits*>(call.out.data_ptr()), n, geometry);
+    TS_CUDA_CHECK_LAUNCH("flip_kernel");
   });
 }
 
