@@ -6,7 +6,9 @@ once), for tests/tensor/test_bf16_elementwise.cpp.
 Entries: "a" [7, 33] and "b" [33] (broadcast over a's rows), standard normal draws rounded to
 bfloat16, "positive" = |a| + 0.25 for log, sqrt and reciprocal; then "<op>" for each op of
 the case table (the file's "cases" metadata): unary ops of a (or of positive), binary ops of
-(a, b), comparisons as bool, "add_scaled" = a.add(b, alpha=0.3), "add_scalar" = a + 0.1,
+(a, b), comparisons as bool, "add_scaled" = a[:, :32].add(b[:32], alpha=0.3) (rows of 32:
+PyTorch 1.13's vector loop, which rounds a + alpha * b once; its scalar loop over a row's tail
+rounds alpha * b to bfloat16 first, see make_bf16_sgd_reference.py), "add_scalar" = a + 0.1,
 "relu_backward" = the gradient "grad" through relu(a).
 
 Run with Debian's python3-torch (CPU): /usr/bin/python3 tests/tensor/make_bf16_elementwise_reference.py
@@ -43,7 +45,7 @@ def main():
         tensors[name] = getattr(torch, name)(positive)
     for name in BINARY + COMPARISONS:
         tensors[name] = getattr(torch, name)(a, b)
-    tensors["add_scaled"] = a.add(b, alpha=0.3)
+    tensors["add_scaled"] = a[:, :32].add(b[:32], alpha=0.3)
     tensors["add_scalar"] = a + 0.1
     x = a.clone().requires_grad_()
     grad = torch.randn(7, 33, generator=generator, dtype=torch.float64).to(torch.bfloat16)
