@@ -142,8 +142,10 @@ void Optimizer::step() {
       Tensor& values = target.values;
       const Tensor& grad = target.grad;
       TS_CHECK(grad.device() == values.device(), DeviceError, where(), ": gradient is on ", grad.device().str());
-      TS_CHECK(values.dtype() == DType::f32 || values.dtype() == DType::f64, DTypeError, where(),
-               ": expected float32 or float64");
+      TS_CHECK(values.dtype() == DType::f32 || values.dtype() == DType::f64 ||
+                   (values.dtype() == DType::bf16 && updates_bf16()),
+               DTypeError, where(), ": expected float32 or float64",
+               values.dtype() == DType::bf16 ? " (SGD updates bfloat16 parameters; this optimizer does not yet)" : "");
       TS_CHECK(grad.dtype() == values.dtype(), DTypeError, where(), ": gradient has dtype ", dtype_name(grad.dtype()));
       TS_CHECK(grad.sizes() == values.sizes(), ShapeError, where(), ": gradient has shape ", shape_str(grad.sizes()));
       // The fused loops walk raw memory; every parameter Tessera creates (module

@@ -116,12 +116,16 @@ class Optimizer {
   // with the host shards.
   static Tensor zeros_state(const Tensor& param);
 
+  // Whether update() takes parameters of `dtype`: float32 and float64 for every optimizer;
+  // SGD also takes bfloat16 (PyTorch's per-op rounding, sgd.cpp).
+  virtual bool updates_bf16() const { return false; }
+
   // Appends a group of `params` (checked: defined, floating leaves, none already in this
   // optimizer, no flat shard together with an original parameter it holds).
   void add_group_params(std::vector<Tensor> params);
 
   // One parameter's update with group `group`'s hyper-parameters. `param` is a contiguous
-  // float32/float64 tensor (CPU or CUDA), `grad` a contiguous tensor of its shape, dtype
+  // float32/float64 tensor (or bfloat16 where updates_bf16()) (CPU or CUDA), `grad` a contiguous tensor of its shape, dtype
   // and device; `state` is this parameter's state (per-element tensors on the parameter's
   // device, counters on the CPU).
   virtual void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) = 0;

@@ -41,6 +41,24 @@ update_rules::SgdScalars<T> sgd_scalars(const SGDOptions& o, bool first_step) {
           .first_step = first_step};
 }
 
+// bfloat16 parameters: _single_tensor_sgd's tensor ops one by one, each widening to float32
+// and rounding its result to bfloat16 (the element-wise kernels' rule, with the scalars
+// rounded to bfloat16 as PyTorch 1.13 rounds them), so the update is PyTorch's bit for bit:
+// a fused loop would round once where PyTorch rounds after every op.
+void sgd_update_bf16(const SGDOptions& o, bool first_step, Tensor& param, const Tensor& grad, Tensor& buffer) {
+  Tensor step = o.maximize ? -grad : grad;
+  if (o.weight_decay != 0.0) step = step.clone().add_(param, o.weight_decay);
+  if (o.momentum != 0.0) {
+    if (first_step) {
+      buffer.copy_(step);
+    } else {
+      buffer.mul_(o.momentum).add_(step, 1.0 - o.dampening);
+    }
+    step = o.nesterov ? step.clone().add_(buffer, o.momentum) : buffer;
+  }
+  param.add_(step, -o.lr);
+}
+
 }  // namespace
 
 void SGD::update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) {
@@ -51,6 +69,7 @@ void SGD::update(size_t group, Tensor& param, const Tensor& grad, StateDict& sta
     first_step = true;
   }
   Tensor buffer = o.momentum != 0.0 ? state.at("momentum_buffer") : Tensor();
+  if (param.dtype() == DType::bf16) return sgd_update_bf16(o, first_step, param, grad, buffer);
   dispatch_floating(param.dtype(), "SGD.step", [&]<class T>() {
     const update_rules::SgdScalars<T> s = sgd_scalars<T>(o, first_step);
     T* p = param.data_ptr<T>();

@@ -60,6 +60,7 @@ class SGD : public OptimizerWithGroups<SGDOptions, SGDGroupOptions> {
  protected:
   void update(size_t group, Tensor& param, const Tensor& grad, StateDict& state) override;
   std::vector<StateSlot> state_slots(size_t group) const override;
+  bool updates_bf16() const override { return true; }
 };
 
 }  // namespace tessera::optim
