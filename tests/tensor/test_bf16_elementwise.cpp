@@ -15,6 +15,7 @@
 #include <string>
 #include <tessera/tensor/native.h>
 #include <tessera/tessera.h>
+#include "support/bf16_bits.h"
 #include <vector>
 
 namespace ts = tessera;
@@ -41,28 +42,18 @@ const Tensor& entry(const std::string& name) {
   return file.at(name);
 }
 
-std::vector<uint16_t> bits(const Tensor& t) {
-  REQUIRE(t.dtype() == DType::bf16);
-  Tensor c = t.contiguous();
-  const BFloat16* p = c.data_ptr<BFloat16>();
-  std::vector<uint16_t> out(static_cast<size_t>(c.numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = p[i].bits;
-  return out;
-}
+using test_support::bf16_bits;
+using test_support::bf16_steps_apart;
 
-int64_t ulps_apart(uint16_t x, uint16_t y) {
-  auto ordered = [](uint16_t v) { return (v & 0x8000) ? -int64_t{v & 0x7fff} : int64_t{v}; };
-  return std::llabs(ordered(x) - ordered(y));
-}
 
 // The largest distance in bfloat16 steps between `got` and PyTorch's entry `name`.
 int64_t steps_from_torch(const Tensor& got, const std::string& name) {
   const Tensor& expected = entry(name);
   REQUIRE(got.dtype() == DType::bf16);
   REQUIRE(got.sizes() == expected.sizes());
-  std::vector<uint16_t> g = bits(got), e = bits(expected);
+  std::vector<uint16_t> g = bf16_bits(got), e = bf16_bits(expected);
   int64_t worst = 0;
-  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, ulps_apart(g[i], e[i]));
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, bf16_steps_apart(g[i], e[i]));
   return worst;
 }
 

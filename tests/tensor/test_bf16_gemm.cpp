@@ -27,6 +27,7 @@
 #include <string>
 #include <tessera/tensor/cpu/bf16_gemm.h>
 #include <tessera/tessera.h>
+#include "support/bf16_bits.h"
 #include <vector>
 
 namespace ts = tessera;
@@ -47,20 +48,9 @@ std::vector<double> values(const Tensor& t) {
   return {p, p + c.numel()};
 }
 
-std::vector<uint16_t> bits(const Tensor& t) {
-  REQUIRE(t.dtype() == DType::bf16);
-  Tensor c = t.contiguous();
-  const BFloat16* p = c.data_ptr<BFloat16>();
-  std::vector<uint16_t> out(static_cast<size_t>(c.numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = p[i].bits;
-  return out;
-}
+using test_support::bf16_bits;
+using test_support::bf16_steps_apart;
 
-// Distance in bfloat16 steps between two finite values (sign and magnitude made one order).
-int64_t ulps_apart(uint16_t x, uint16_t y) {
-  auto ordered = [](uint16_t v) { return (v & 0x8000) ? -int64_t{v & 0x7fff} : int64_t{v}; };
-  return std::llabs(ordered(x) - ordered(y));
-}
 
 // How close `got` came to the file comment's bound on |c - exact| for sums of k terms whose
 // absolute values add to `magnitude`: the largest |c - exact| / bound (a failed check past 1).
@@ -170,14 +160,14 @@ TEST_CASE("a bfloat16 nn::Linear: its init is float32's rounded, its gradients t
   REQUIRE(p16.size() == 2);
   for (size_t i = 0; i < p16.size(); ++i) {  // deferred: drawn as float32, rounded
     CHECK(p16[i].dtype() == DType::bf16);
-    CHECK(bits(p16[i]) == bits(p32[i].to(DType::bf16)));
+    CHECK(bf16_bits(p16[i]) == bf16_bits(p32[i].to(DType::bf16)));
   }
   const Tensor x = bf16_randn({16, 70}, 51), grad_output = bf16_randn({16, 50}, 52);
   layer16(x).backward(grad_output);
   const Tensor w = p16[0].detach().clone().requires_grad_(), bias = p16[1].detach().clone().requires_grad_();
   ts::linear(x, w, bias).backward(grad_output);
-  CHECK(bits(p16[0].grad()) == bits(w.grad()));
-  CHECK(bits(p16[1].grad()) == bits(bias.grad()));
+  CHECK(bf16_bits(p16[0].grad()) == bf16_bits(w.grad()));
+  CHECK(bf16_bits(p16[1].grad()) == bf16_bits(bias.grad()));
 }
 
 TEST_CASE("bfloat16 conv2d: forward and gradients within the float64 bound") {
@@ -251,7 +241,7 @@ TEST_CASE("the AVX512-BF16 kernel against the portable one, element by element")
         const std::vector<double> bound = values(magnitude * std::abs(double(alpha)) + c_in.abs() * std::abs(double(beta)));
         CHECK(worst_against(values(portable.narrow(1, 0, s.n)), exact, bound, s.k + 1) <= 1.0);
         CHECK(worst_against(values(fast.narrow(1, 0, s.n)), exact, bound, s.k + 1) <= 1.0);
-        const std::vector<uint16_t> p = bits(portable), f = bits(fast), before = bits(c0);
+        const std::vector<uint16_t> p = bf16_bits(portable), f = bf16_bits(fast), before = bf16_bits(c0);
         for (int64_t i = 0; i < s.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             const size_t at = static_cast<size_t>(i * ldc + j);
@@ -259,7 +249,7 @@ TEST_CASE("the AVX512-BF16 kernel against the portable one, element by element")
               CHECK(f[at] == before[at]);
               continue;
             }
-            const int64_t ulps = ulps_apart(p[at], f[at]);
+            const int64_t ulps = bf16_steps_apart(p[at], f[at]);
             ++elements;
             equal += ulps == 0;
             largest_ulps = std::max(largest_ulps, ulps);
@@ -304,9 +294,9 @@ struct Agreement {
   int64_t elements = 0, equal = 0, largest_ulps = 0;
   void add(const Tensor& ours, const Tensor& theirs) {
     REQUIRE(ours.sizes() == theirs.sizes());
-    const std::vector<uint16_t> x = bits(ours), y = bits(theirs);
+    const std::vector<uint16_t> x = bf16_bits(ours), y = bf16_bits(theirs);
     for (size_t i = 0; i < x.size(); ++i) {
-      const int64_t ulps = ulps_apart(x[i], y[i]);
+      const int64_t ulps = bf16_steps_apart(x[i], y[i]);
       ++elements;
       equal += ulps == 0;
       largest_ulps = std::max(largest_ulps, ulps);
